@@ -1,0 +1,46 @@
+# Two commands on a fresh machine:  make demo   (the main job)   and   make test   (the tests).
+# Everything they need is installed here; nothing has to be installed by hand.
+PYTHON ?= python3
+VENV ?= .venv
+SMDEBUG_VENV ?= .venv-smdebug
+PY := $(VENV)/bin/python
+EXTRAS ?= pytorch,infra,sagemaker,test
+PIP_QUIET ?= -q
+
+.PHONY: all venv smdebug-venv test demo bench lint clean
+
+all: test
+
+# torch first, from the local CPU wheel: any range resolved later is then already satisfied.
+$(VENV)/.stamp: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install $(PIP_QUIET) --upgrade pip
+	$(PY) -m pip install $(PIP_QUIET) torch==2.13.0
+	$(PY) -m pip install $(PIP_QUIET) -e '.[$(EXTRAS)]'
+	touch $@
+
+venv: $(VENV)/.stamp
+
+# The real smdebug 1.0.34 in its own venv (its newest working combination), to prove compatibility.
+$(SMDEBUG_VENV)/.stamp:
+	$(PYTHON) -m venv $(SMDEBUG_VENV)
+	$(SMDEBUG_VENV)/bin/pip install $(PIP_QUIET) numpy==2.2.6 protobuf==3.20.3 smdebug==1.0.34 requests pandas psutil
+	touch $@
+
+smdebug-venv: $(SMDEBUG_VENV)/.stamp
+
+test: venv smdebug-venv
+	SDK_EXT_REQUIRE_SMDEBUG=1 SMDEBUG_PYTHON=$(CURDIR)/$(SMDEBUG_VENV)/bin/python $(PY) -m pytest
+
+demo: venv
+	$(PY) examples/format_roundtrip.py demo-output/trial
+
+bench: venv smdebug-venv
+	SMDEBUG_PYTHON=$(CURDIR)/$(SMDEBUG_VENV)/bin/python $(PY) -m tests.bench
+
+lint: venv
+	$(PY) -m ruff check sdk_ext tests
+	$(PY) -m mypy
+
+clean:
+	rm -rf $(VENV) $(SMDEBUG_VENV) demo-output .pytest_cache .hypothesis

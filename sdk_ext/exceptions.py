@@ -1,0 +1,185 @@
+"""The one exception hierarchy of sdk_ext.
+
+Names and constructor arguments follow smdebug's (``smdebug.exceptions``) so that code written for
+smdebug (custom rules, analysis notebooks) catches the same things after swapping the import. Every
+class derives from :class:`SdkExtError`. This module depends only on :mod:`sdk_ext.modes`, so every
+layer (format, storage, hooks, trials, rules) may raise from it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from sdk_ext.modes import ModeKeys
+
+
+class SdkExtError(Exception):
+    """Root of every error sdk_ext raises."""
+
+
+# --- smdebug's reader/rule exceptions (same names, same arguments) -------------------------------
+
+
+class TensorUnavailableForStep(SdkExtError):
+    """The tensor exists but has no (raw or requested) value at this step."""
+
+    def __init__(
+        self, tname: str, step: int, mode: ModeKeys = ModeKeys.GLOBAL, has_reductions: bool = False
+    ) -> None:
+        self.tname, self.step, self.mode, self.has_reductions = tname, step, mode, has_reductions
+        msg = f"value for tensor {tname!r} is not available for step {step} with mode {mode.name}"
+        if has_reductions:
+            msg += " (this tensor has reductions for this step; use reduction_value())"
+        super().__init__(msg)
+
+
+class TensorUnavailable(SdkExtError):
+    """No tensor of that name was ever saved in this trial."""
+
+    def __init__(self, tname: str) -> None:
+        self.tname = tname
+        super().__init__(f"tensor {tname!r} was not saved in this trial")
+
+
+class ShapeUnavailableForStep(SdkExtError):
+    """Neither a shape entry nor a value exists for the tensor at this step."""
+
+    def __init__(self, tname: str, step: int, mode: ModeKeys = ModeKeys.GLOBAL) -> None:
+        self.tname, self.step, self.mode = tname, step, mode
+        super().__init__(f"shape for tensor {tname!r} is not available for step {step} with mode {mode.name}")
+
+
+class StepUnavailable(SdkExtError):
+    """The step was not saved, and later steps show it never will be."""
+
+    def __init__(self, step: int, mode: ModeKeys = ModeKeys.GLOBAL) -> None:
+        self.step, self.mode = step, mode
+        super().__init__(f"step {step} of mode {mode.name} was not saved")
+
+
+class StepNotYetAvailable(SdkExtError):
+    """The step has not been written (by every worker) yet; retry later."""
+
+    def __init__(self, step: int, mode: ModeKeys = ModeKeys.GLOBAL) -> None:
+        self.step, self.mode = step, mode
+        super().__init__(f"step {step} of mode {mode.name} is not available yet")
+
+
+class NoMoreData(SdkExtError):
+    """Training has ended and the requested step lies beyond the last one saved."""
+
+    def __init__(self, step: int | None = None, mode: ModeKeys = ModeKeys.GLOBAL,
+                 last_step: int | None = None) -> None:
+        self.step, self.mode, self.last_step = step, mode, last_step
+        super().__init__(
+            f"no more data: training has ended; step {step} of mode {mode.name} is beyond the last "
+            f"saved step {last_step}"
+        )
+
+
+class RuleEvaluationConditionMet(SdkExtError):
+    """A rule found an issue at ``step``. ``end_of_rule`` asks the invoker to stop evaluating."""
+
+    def __init__(self, rule_name: str, step: int, end_of_rule: bool = False, message: str = "") -> None:
+        self.rule_name, self.step, self.end_of_rule, self.message = rule_name, step, end_of_rule, message
+        text = f"evaluation of the rule {rule_name} at step {step} resulted in the condition being met"
+        if message:
+            text += f": {message}"
+        super().__init__(text)
+
+
+class InvalidWorker(SdkExtError):
+    """The named worker did not write the requested step."""
+
+    def __init__(self, worker: str, available: Iterable[str] = ()) -> None:
+        self.worker = worker
+        self.available = sorted(available)
+        hint = f"; workers that wrote it: {', '.join(self.available)}" if self.available else ""
+        super().__init__(f"invalid worker {worker!r}{hint}")
+
+
+class MissingCollectionFiles(SdkExtError):
+    """The trial path holds no (or too few) collections files."""
+
+    def __init__(self, message: str = "") -> None:
+        super().__init__(
+            message
+            or "no collections files found: the path is not a Debugger trial or nothing was saved yet"
+        )
+
+
+class IndexReaderException(SdkExtError):
+    """An index file is corrupt, invalid, or its name cannot be parsed."""
+
+
+# --- sdk_ext's own ---------------------------------------------------------------------------------
+
+
+class CorruptRecordError(SdkExtError):
+    """A record in an event file fails its checks (CRC, footer, length, payload)."""
+
+    def __init__(self, name: str, offset: int, reason: str) -> None:
+        self.name, self.offset, self.reason = name, offset, reason
+        super().__init__(f"{name}: corrupt record at byte offset {offset}: {reason}")
+
+
+class UnsupportedDtypeError(SdkExtError, TypeError):
+    """A value cannot be stored in (or decoded from) the format."""
+
+
+class ConfigError(SdkExtError, ValueError):
+    """Invalid configuration. Holds every problem found, so one fix round is enough."""
+
+    def __init__(self, problems: str | Iterable[str], *, where: str = "") -> None:
+        self.problems = [problems] if isinstance(problems, str) else list(problems)
+        head = f"invalid {where}: " if where else "invalid configuration: "
+        if len(self.problems) == 1:
+            text = head + self.problems[0]
+        else:
+            text = head + f"{len(self.problems)} problems:\n" + "\n".join(f"  - {p}" for p in self.problems)
+        super().__init__(text)
+
+
+class InvalidCollectionConfiguration(ConfigError):
+    """A collection that can match nothing (no include_regex, no tensor names)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(
+            f"collection {name!r} has neither include_regex nor tensor names; "
+            "give it include_regex (e.g. CollectionConfig parameters {'include_regex': '.*relu.*'})",
+            where="collection",
+        )
+
+
+class StorageError(SdkExtError, OSError):
+    """A storage operation failed (listing, reading, writing). Never means "no data yet"."""
+
+
+class StorageNotFound(StorageError):
+    """The bucket, prefix or key does not exist."""
+
+
+class StorageAccessDenied(StorageError):
+    """Credentials do not allow the operation."""
+
+
+__all__ = [
+    "ConfigError",
+    "CorruptRecordError",
+    "IndexReaderException",
+    "InvalidCollectionConfiguration",
+    "InvalidWorker",
+    "MissingCollectionFiles",
+    "NoMoreData",
+    "RuleEvaluationConditionMet",
+    "SdkExtError",
+    "ShapeUnavailableForStep",
+    "StepNotYetAvailable",
+    "StepUnavailable",
+    "StorageAccessDenied",
+    "StorageError",
+    "StorageNotFound",
+    "TensorUnavailable",
+    "TensorUnavailableForStep",
+    "UnsupportedDtypeError",
+]

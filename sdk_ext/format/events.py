@@ -1,0 +1,390 @@
+"""Event payloads: one tensor per ``Event``, encoded byte for byte as smdebug encodes it.
+
+Wire layout of one payload (proto3; fields in number order; zero scalars and empty strings omitted)::
+
+    Event         09 <f64 wall_time> [10 <varint step>] 2a <len> Summary
+    Summary       0a <len> Value
+    Value         [0a <len> tag] 42 <len> TensorProto 4a <len> SummaryMetadata
+    TensorProto   [08 <varint dtype>] 12 <len> TensorShapeProto [22 <len> raw bytes] (42 <len> string)*
+    Shape         (12 <len> Dim)*           Dim: [08 <varint size>] 12 <len> "{tag}_{size}"
+    Metadata      0a <len> {0a 09 "mode_step" 12 <len> str(mode_step)}
+                  0a <len> {0a 04 "mode"      12 <len> str(mode number)}
+
+Example (fixture e, step 1, worker_0, ``loss`` = float32 0-d)::
+
+    09 00 00 10 40 fc 54 d9 41  10 01  2a 31 0a 2f 0a 04 "loss" 42 0a 08 01 12 00 22 04 8c 2e ba 3d
+    4a 1b 0a 0e 0a 09 "mode_step" 12 01 "1" 0a 09 0a 04 "mode" 12 01 "1"
+
+The encoder is hand-written (a tensor's bytes are passed through as a view, never copied); the
+decoder uses the generated protobuf module, so fields in any order and unknown fields are accepted.
+Raw tensor bytes are C-order little-endian.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from sdk_ext.exceptions import CorruptRecordError, UnsupportedDtypeError
+from sdk_ext.format import event_pb2
+from sdk_ext.format.records import OVERHEAD, record_footer, record_header
+from sdk_ext.modes import ModeKeys
+
+try:  # bfloat16 is not a numpy dtype; ml_dtypes provides one when installed.
+    import ml_dtypes as _ml_dtypes
+
+    BFLOAT16: np.dtype[Any] | None = np.dtype(_ml_dtypes.bfloat16)
+except ImportError:  # pragma: no cover - depends on the environment
+    BFLOAT16 = None
+
+# DataType numbers (TensorFlow's), as stored in TensorProto.dtype.
+DT_FLOAT, DT_DOUBLE, DT_INT32, DT_UINT8, DT_INT16, DT_INT8, DT_STRING = 1, 2, 3, 4, 5, 6, 7
+DT_COMPLEX64, DT_INT64, DT_BOOL, DT_BFLOAT16 = 8, 9, 10, 14
+DT_UINT16, DT_COMPLEX128, DT_HALF, DT_UINT32, DT_UINT64 = 17, 18, 19, 22, 23
+
+_NUMERIC_CODES: dict[str, int] = {
+    "float16": DT_HALF,
+    "float32": DT_FLOAT,
+    "float64": DT_DOUBLE,
+    "int8": DT_INT8,
+    "int16": DT_INT16,
+    "int32": DT_INT32,
+    "int64": DT_INT64,
+    "uint8": DT_UINT8,
+    "uint16": DT_UINT16,
+    "uint32": DT_UINT32,
+    "uint64": DT_UINT64,
+    "bool": DT_BOOL,
+    "complex64": DT_COMPLEX64,
+    "complex128": DT_COMPLEX128,
+}
+#: DataType number -> little-endian numpy dtype, for decoding.
+CODE_TO_DTYPE: dict[int, np.dtype[Any]] = {
+    code: np.dtype(name).newbyteorder("<") for name, code in _NUMERIC_CODES.items()
+}
+#: numpy dtype name -> DataType number, for encoding. Strings use code 0 and ``string_val``.
+DTYPE_TO_CODE: dict[str, int] = dict(_NUMERIC_CODES)
+if BFLOAT16 is not None:
+    DTYPE_TO_CODE["bfloat16"] = DT_BFLOAT16
+
+_MODE_NAMES = {m.value: m for m in ModeKeys}
+_F64 = struct.Struct("<d")
+_LITTLE = sys.byteorder == "little"
+
+
+def to_numpy(value: object) -> np.ndarray[Any, Any]:
+    """Convert a value to the array that gets stored, as smdebug does.
+
+    An ndarray is kept as it is (0-d stays 0-d); a Python or numpy scalar becomes shape ``(1,)``;
+    lists and tuples go through ``np.asarray``. Framework tensors are converted by their hooks.
+    """
+    if isinstance(value, np.ndarray):
+        return value
+    if isinstance(value, (bool, int, float, complex, str, bytes, np.generic)):
+        return np.array([value])
+    return np.asarray(value)
+
+
+def dtype_code(array: np.ndarray[Any, Any]) -> int:
+    """The DataType number for ``array``'s dtype; 0 for strings.
+
+    Raises:
+        UnsupportedDtypeError: the dtype has no place in the format (datetime, void, object of non-strings...).
+    """
+    kind = array.dtype.kind
+    if kind in "USO":
+        return 0
+    code = DTYPE_TO_CODE.get(array.dtype.name)
+    if code is None:
+        supported = ", ".join(sorted(DTYPE_TO_CODE)) + ", str/bytes"
+        raise UnsupportedDtypeError(
+            f"cannot save a tensor of dtype {array.dtype}: the format holds {supported}; "
+            "convert it first (e.g. value.astype(np.float32))"
+        )
+    return code
+
+
+def _varint(value: int) -> bytes:
+    if value < 0:
+        value += 1 << 64  # int64 on the wire: two's complement, 10 bytes
+    if value < 0x80:
+        return bytes((value,))
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _ld(key: int, payload: bytes) -> bytes:
+    """A length-delimited field: key byte, varint length, payload."""
+    return bytes((key,)) + _varint(len(payload)) + payload
+
+
+def _shape_bytes(tag: str, shape: Sequence[int]) -> bytes:
+    parts = []
+    for size in shape:
+        dim = (b"\x08" + _varint(size) if size else b"") + _ld(0x12, f"{tag}_{size}".encode())
+        parts.append(_ld(0x12, dim))
+    return b"".join(parts)
+
+
+def _metadata_bytes(mode: ModeKeys, mode_step: int) -> bytes:
+    step_plugin = _ld(0x0A, b"mode_step") + _ld(0x12, str(mode_step).encode())
+    mode_plugin = _ld(0x0A, b"mode") + _ld(0x12, str(mode.value).encode())
+    return _ld(0x0A, step_plugin) + _ld(0x0A, mode_plugin)
+
+
+def _string_elements(array: np.ndarray[Any, Any]) -> list[bytes]:
+    out = []
+    for item in array.reshape(-1).tolist():
+        if isinstance(item, bytes):
+            out.append(item)
+        elif isinstance(item, str):
+            out.append(item.encode("utf-8"))
+        else:
+            raise UnsupportedDtypeError(
+                f"cannot save an object array holding {type(item).__name__}: only str/bytes objects are "
+                "storable; convert the array to a numeric dtype"
+            )
+    return out
+
+
+def _raw_view(array: np.ndarray[Any, Any]) -> bytes | memoryview:
+    """C-order little-endian bytes of ``array``, as a view when the array already is that."""
+    if array.size == 0:
+        return b""
+    if array.dtype.byteorder == ">" or (array.dtype.byteorder == "=" and not _LITTLE):
+        array = array.astype(array.dtype.newbyteorder("<"))
+    array = np.ascontiguousarray(array)
+    if array.dtype.name == "bfloat16":
+        array = array.view(np.uint16)  # memoryview cannot export ml_dtypes' format code
+    return memoryview(array).cast("B")
+
+
+def encode_tensor_event_parts(
+    tag: str,
+    value: np.ndarray[Any, Any],
+    *,
+    step: int,
+    wall_time: float,
+    mode: ModeKeys = ModeKeys.GLOBAL,
+    mode_step: int | None = None,
+) -> list[bytes | memoryview]:
+    """The payload of one tensor Event as buffers to write back to back (the tensor's bytes as a view).
+
+    Args:
+        tag: the tensor name.
+        value: an array (see :func:`to_numpy`).
+        step: the global step.
+        wall_time: seconds since the epoch.
+        mode: the mode the step was taken in.
+        mode_step: the step within ``mode``; defaults to ``step``.
+    """
+    array = value
+    code = dtype_code(array)
+    tag_bytes = tag.encode("utf-8")
+    shape = _shape_bytes(tag, array.shape)
+    head = (b"\x08" + _varint(code) if code else b"") + _ld(0x12, shape)
+    content: bytes | memoryview = b""
+    tail = b""
+    if code:
+        content = _raw_view(array)
+    else:
+        tail = b"".join(_ld(0x42, s) for s in _string_elements(array))
+    content_len = len(content)
+    if content_len:
+        head += b"\x22" + _varint(content_len)
+    tensor_len = len(head) + content_len + len(tail)
+    meta = _ld(0x4A, _metadata_bytes(mode, step if mode_step is None else mode_step))
+    value_head = (_ld(0x0A, tag_bytes) if tag_bytes else b"") + b"\x42" + _varint(tensor_len) + head
+    value_len = len(value_head) + content_len + len(tail) + len(meta)
+    summary_head = b"\x0a" + _varint(value_len)
+    summary_len = len(summary_head) + value_len
+    event_head = b""
+    if wall_time != 0.0 or math.copysign(1.0, wall_time) < 0:
+        event_head += b"\x09" + _F64.pack(wall_time)
+    if step:
+        event_head += b"\x10" + _varint(step)
+    event_head += b"\x2a" + _varint(summary_len) + summary_head + value_head
+    parts: list[bytes | memoryview] = [event_head]
+    if content_len:
+        parts.append(content)
+    parts.append(tail + meta if tail else meta)
+    return parts
+
+
+def encode_tensor_record_parts(
+    tag: str,
+    value: np.ndarray[Any, Any],
+    *,
+    step: int,
+    wall_time: float,
+    mode: ModeKeys = ModeKeys.GLOBAL,
+    mode_step: int | None = None,
+) -> tuple[list[bytes | memoryview], int]:
+    """A whole events/ record (header, payload, constant footer) as buffers, and its total length."""
+    parts = encode_tensor_event_parts(tag, value, step=step, wall_time=wall_time, mode=mode, mode_step=mode_step)
+    payload_len = sum(len(p) for p in parts)
+    return [record_header(payload_len), *parts, record_footer(None)], payload_len + OVERHEAD
+
+
+def encode_tensor_event(
+    tag: str,
+    value: np.ndarray[Any, Any],
+    *,
+    step: int,
+    wall_time: float,
+    mode: ModeKeys = ModeKeys.GLOBAL,
+    mode_step: int | None = None,
+) -> bytes:
+    """The payload of one tensor Event as bytes (see :func:`encode_tensor_event_parts`)."""
+    parts = encode_tensor_event_parts(tag, value, step=step, wall_time=wall_time, mode=mode, mode_step=mode_step)
+    return b"".join(parts)
+
+
+@dataclass(frozen=True, slots=True)
+class TensorEvent:
+    """A decoded tensor record."""
+
+    tag: str
+    value: np.ndarray[Any, Any]
+    step: int
+    wall_time: float
+    mode: ModeKeys | None  # None when the record carries no mode metadata
+    mode_step: int | None
+
+
+def _decode_tensor(proto: Any, *, name: str, offset: int) -> np.ndarray[Any, Any]:
+    dims = [d.size for d in proto.tensor_shape.dim]
+    code = proto.dtype
+    if code == DT_STRING or (code == 0 and (proto.string_val or not proto.tensor_content)):
+        items = [b.decode("utf-8", errors="surrogateescape") for b in proto.string_val]
+        arr = np.array(items) if items else np.array([], dtype=str)
+        return arr.reshape(dims) if dims or arr.size == 1 else arr
+    if code == DT_BFLOAT16:
+        raw = np.frombuffer(proto.tensor_content, dtype="<u2")
+        if BFLOAT16 is not None:
+            return raw.view(BFLOAT16).reshape(dims).copy()
+        # Without ml_dtypes, widen exactly: a bfloat16 is the top half of a float32.
+        return (raw.astype(np.uint32) << 16).view(np.float32).reshape(dims)
+    dtype = CODE_TO_DTYPE.get(code)
+    if dtype is None:
+        raise CorruptRecordError(name, offset, f"unknown tensor dtype code {code}")
+    content = proto.tensor_content
+    if content:
+        count = len(content) // dtype.itemsize
+        expected = math.prod(dims)
+        if count * dtype.itemsize != len(content) or count != expected:
+            raise CorruptRecordError(
+                name, offset, f"tensor content is {len(content)} bytes, shape {dims} of {dtype} needs "
+                f"{expected * dtype.itemsize}"
+            )
+        arr = np.frombuffer(content, dtype=dtype)
+    else:
+        # Writers other than smdebug may use the typed repeated fields instead of raw bytes.
+        arr = _decode_typed_values(proto, code, dtype)
+        if arr.size == 1 and math.prod(dims) > 1:
+            arr = np.full(math.prod(dims), arr[0], dtype=dtype)  # TF's "splat" form
+        elif arr.size != math.prod(dims):
+            raise CorruptRecordError(name, offset, f"tensor has {arr.size} values for shape {dims}")
+    arr = arr.reshape(dims)
+    if not arr.dtype.isnative:
+        arr = arr.astype(arr.dtype.newbyteorder("="))
+    else:
+        arr = arr.copy()  # own, writable memory (frombuffer over bytes is read-only)
+    return arr
+
+
+def _decode_typed_values(proto: Any, code: int, dtype: np.dtype[Any]) -> np.ndarray[Any, Any]:
+    if code in (DT_FLOAT,):
+        return np.array(proto.float_val, dtype=dtype)
+    if code == DT_DOUBLE:
+        return np.array(proto.double_val, dtype=dtype)
+    if code in (DT_INT32, DT_INT16, DT_INT8, DT_UINT8, DT_UINT16):
+        return np.array(proto.int_val, dtype=dtype)
+    if code in (DT_INT64, DT_UINT32, DT_UINT64):
+        return np.array(proto.int64_val, dtype=dtype)
+    if code == DT_BOOL:
+        return np.array(proto.bool_val, dtype=dtype)
+    if code == DT_HALF:
+        return np.array(proto.half_val, dtype=np.uint16).view(np.float16)
+    if code == DT_COMPLEX64:
+        pairs = np.array(proto.scomplex_val, dtype=np.float32)
+        return pairs.view(np.complex64)
+    if code == DT_COMPLEX128:
+        pairs = np.array(proto.dcomplex_val, dtype=np.float64)
+        return pairs.view(np.complex128)
+    return np.array([], dtype=dtype)
+
+
+def _parse_event(payload: bytes | memoryview, name: str, offset: int) -> Any:
+    event = event_pb2.Event()
+    try:
+        event.ParseFromString(bytes(payload) if isinstance(payload, memoryview) else payload)
+    except Exception as err:  # protobuf raises its own DecodeError
+        raise CorruptRecordError(name, offset, f"payload is not an Event message ({err})") from err
+    if not event.HasField("summary") or len(event.summary.value) == 0:
+        raise CorruptRecordError(name, offset, "event holds no summary value")
+    return event
+
+
+def decode_tensor_value(payload: bytes | memoryview, *, name: str = "<buffer>", offset: int = 0) -> np.ndarray[Any, Any]:
+    """The tensor stored in one event payload, as a writable array (dtype as written).
+
+    Raises:
+        CorruptRecordError: the payload is not a tensor event (names ``name`` and ``offset``).
+    """
+    event = _parse_event(payload, name, offset)
+    value = event.summary.value[0]
+    if value.WhichOneof("value") != "tensor":
+        raise CorruptRecordError(name, offset, f"summary value {value.tag!r} holds no tensor")
+    return _decode_tensor(value.tensor, name=name, offset=offset)
+
+
+def decode_tensor_event(payload: bytes | memoryview, *, name: str = "<buffer>", offset: int = 0) -> TensorEvent:
+    """Decode a whole tensor event: tag, value, step, wall time and the record-level mode metadata."""
+    event = _parse_event(payload, name, offset)
+    value = event.summary.value[0]
+    if value.WhichOneof("value") != "tensor":
+        raise CorruptRecordError(name, offset, f"summary value {value.tag!r} holds no tensor")
+    mode: ModeKeys | None = None
+    mode_step: int | None = None
+    for plugin in value.metadata.plugin_data:
+        try:
+            if plugin.plugin_name == "mode":
+                mode = _MODE_NAMES.get(int(plugin.content))
+            elif plugin.plugin_name == "mode_step":
+                mode_step = int(plugin.content)
+        except ValueError as err:
+            raise CorruptRecordError(name, offset, f"bad {plugin.plugin_name} metadata {plugin.content!r}") from err
+    return TensorEvent(
+        tag=value.tag,
+        value=_decode_tensor(value.tensor, name=name, offset=offset),
+        step=int(event.step),
+        wall_time=float(event.wall_time),
+        mode=mode,
+        mode_step=mode_step,
+    )
+
+
+__all__ = [
+    "BFLOAT16",
+    "CODE_TO_DTYPE",
+    "DTYPE_TO_CODE",
+    "TensorEvent",
+    "decode_tensor_event",
+    "decode_tensor_value",
+    "dtype_code",
+    "encode_tensor_event",
+    "encode_tensor_event_parts",
+    "encode_tensor_record_parts",
+    "to_numpy",
+]

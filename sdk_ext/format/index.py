@@ -1,0 +1,132 @@
+"""Index files: where each tensor of one (global step, worker) lies in its event file.
+
+One JSON document, ``json.dumps`` default separators, no trailing newline. Example (fixture b)::
+
+    {"meta": {"mode": "EVAL", "mode_step": 0,
+              "event_file_name": "events/000000000006/000000000006_worker_0.tfevents"},
+     "tensor_payload": [{"tensorname": "Sequential_0.weight", "start_idx": 115, "length": 193}, ...],
+     "shape_payload": [{"tensorname": "Sequential_0.weight", "originalname": "Sequential_0.weight",
+                        "shape": [3, 4]}, ...]}
+
+``start_idx``/``length`` cover the whole record (header + payload + footer). The global step and the
+worker come from the file *name*; ``meta`` gives mode and mode step. A step that recorded only
+shapes has a two-key meta (no ``event_file_name``) and no event file.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from sdk_ext.exceptions import IndexReaderException
+from sdk_ext.modes import ModeKeys
+
+
+@dataclass(frozen=True, slots=True)
+class TensorEntry:
+    """One record of the event file: the tensor ``name`` at byte range [start, start+length)."""
+
+    name: str
+    start: int
+    length: int
+
+
+@dataclass(frozen=True, slots=True)
+class ShapeEntry:
+    name: str
+    original_name: str
+    shape: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class IndexFile:
+    mode: ModeKeys
+    mode_step: int
+    event_file: str | None  # relative to the trial root; None when only shapes were recorded
+    tensors: tuple[TensorEntry, ...] = ()
+    shapes: tuple[ShapeEntry, ...] = field(default=())
+
+
+def encode_index(index: IndexFile) -> bytes:
+    """The index document, byte for byte as smdebug writes it."""
+    meta: dict[str, Any] = {"mode": index.mode.name, "mode_step": index.mode_step}
+    if index.event_file is not None:
+        meta["event_file_name"] = index.event_file
+    doc = {
+        "meta": meta,
+        "tensor_payload": [{"tensorname": t.name, "start_idx": t.start, "length": t.length} for t in index.tensors],
+        "shape_payload": [
+            {"tensorname": s.name, "originalname": s.original_name, "shape": list(s.shape)} for s in index.shapes
+        ],
+    }
+    return json.dumps(doc).encode("utf-8")
+
+
+def _fail(key: str, what: str) -> IndexReaderException:
+    return IndexReaderException(f"{key}: {what}; the index file is corrupt (delete it or re-run the writer)")
+
+
+def _int(value: object, key: str, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise _fail(key, f"{what} must be a non-negative integer, got {value!r}")
+    return value
+
+
+def parse_index(data: bytes, *, key: str = "<index>") -> IndexFile:
+    """Parse and validate an index document.
+
+    Raises:
+        IndexReaderException: unparsable JSON, no ``meta``, no payload lists, or malformed entries;
+            the message names ``key``.
+    """
+    try:
+        doc = json.loads(data)
+    except (ValueError, UnicodeDecodeError) as err:
+        raise _fail(key, f"not valid JSON ({err})") from err
+    if not isinstance(doc, dict):
+        raise _fail(key, "top level is not an object")
+    meta = doc.get("meta")
+    if not isinstance(meta, dict) or not meta:
+        raise _fail(key, "meta section is not present")
+    if "tensor_payload" not in doc and "shape_payload" not in doc:
+        raise _fail(key, "neither tensor_payload nor shape_payload is present")
+    try:
+        mode = ModeKeys[str(meta.get("mode", "")).strip()]
+    except KeyError as err:
+        raise _fail(key, f"meta.mode {meta.get('mode')!r} is not TRAIN, EVAL, PREDICT or GLOBAL") from err
+    mode_step = _int(meta.get("mode_step"), key, "meta.mode_step")
+    event_file = meta.get("event_file_name")
+    if event_file is not None and not isinstance(event_file, str):
+        raise _fail(key, "meta.event_file_name is not a string")
+    tensors = []
+    for entry in doc.get("tensor_payload") or ():
+        if not isinstance(entry, dict) or not isinstance(entry.get("tensorname"), str):
+            raise _fail(key, f"bad tensor_payload entry {entry!r}")
+        tensors.append(
+            TensorEntry(
+                entry["tensorname"],
+                _int(entry.get("start_idx"), key, "start_idx"),
+                _int(entry.get("length"), key, "length"),
+            )
+        )
+    if tensors and event_file is None:
+        raise _fail(key, "tensor_payload given but meta.event_file_name is missing")
+    shapes = []
+    for entry in doc.get("shape_payload") or ():
+        if not isinstance(entry, dict) or not isinstance(entry.get("tensorname"), str):
+            raise _fail(key, f"bad shape_payload entry {entry!r}")
+        shape = entry.get("shape")
+        if not isinstance(shape, list):
+            raise _fail(key, f"shape of {entry['tensorname']!r} is not a list")
+        shapes.append(
+            ShapeEntry(
+                entry["tensorname"],
+                str(entry.get("originalname", entry["tensorname"])),
+                tuple(_int(d, key, "shape dimension") for d in shape),
+            )
+        )
+    return IndexFile(mode, mode_step, event_file, tuple(tensors), tuple(shapes))
+
+
+__all__ = ["IndexFile", "ShapeEntry", "TensorEntry", "encode_index", "parse_index"]

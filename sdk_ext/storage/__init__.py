@@ -1,0 +1,35 @@
+"""Where trial bytes live: the Storage protocol and its backends (local directory, memory; S3)."""
+
+from __future__ import annotations
+
+import os
+
+from sdk_ext.storage.base import Buffer, ObjectWriter, ReadRequest, Storage, join_key
+from sdk_ext.storage.local import LocalStorage
+from sdk_ext.storage.memory import InMemoryStorage
+
+
+def is_s3_uri(path: str | os.PathLike[str]) -> bool:
+    return isinstance(path, str) and path.startswith("s3://")
+
+
+def open_storage(path: str | os.PathLike[str]) -> Storage:
+    """The storage for a trial path: ``s3://bucket/prefix`` or a local directory."""
+    if is_s3_uri(path):
+        from sdk_ext.storage.s3 import S3Storage  # boto3 is imported only when S3 is used
+
+        return S3Storage.from_uri(str(path))
+    return LocalStorage(path)
+
+
+__all__ = [
+    "Buffer",
+    "InMemoryStorage",
+    "LocalStorage",
+    "ObjectWriter",
+    "ReadRequest",
+    "Storage",
+    "is_s3_uri",
+    "join_key",
+    "open_storage",
+]

@@ -1,0 +1,89 @@
+import pytest
+
+from sdk_ext.exceptions import IndexReaderException
+from sdk_ext.format.collection_file import encode_collections, parse_collections
+from sdk_ext.format.index import IndexFile, TensorEntry, encode_index, parse_index
+from sdk_ext.format.paths import (
+    collections_key,
+    event_key,
+    index_key,
+    parse_collections_key,
+    parse_event_key,
+    parse_index_key,
+    parse_reduction_name,
+    reduction_tensor_name,
+)
+from sdk_ext.modes import ModeKeys
+
+
+def test_key_layout():
+    assert event_key(3, "worker_0") == "events/000000000003/000000000003_worker_0.tfevents"
+    assert index_key(1000, "worker_1") == "index/000000001/000000001000_worker_1.json"
+    assert collections_key("worker_0") == "collections/000000000/worker_0_collections.json"
+    assert event_key(10**13, "w") == f"events/{10**13}/{10**13}_w.tfevents"
+
+
+def test_keys_parse_back_and_tmp_names_are_ignored():
+    assert parse_index_key("index/000000001/000000001000_worker_1.json") == (1000, "worker_1")
+    assert parse_index_key("index/000000001/000000001000_worker_1.json.tmp") is None
+    assert parse_event_key("events/000000000003/000000000003_worker_0.tfevents") == (3, "worker_0")
+    assert parse_collections_key("collections/000000000/worker_7_collections.json") == "worker_7"
+
+
+def test_double_underscore_in_the_trial_path_does_not_mangle_workers():
+    # smdebug turned worker_0 into worker/0 when the path held "__" (deliberate fix)
+    assert parse_index_key("my__trial/index/000000000/000000000001_worker_0.json") == (1, "worker_0")
+
+
+def test_device_worker_names_round_trip():
+    worker = "/job:worker/replica:0/task:1/device:GPU:0"
+    key = index_key(5, worker)
+    assert key.endswith("000000000005__job-worker_replica-0_task-1_device-GPU-0.json")
+    assert parse_index_key(key) == (5, worker)
+
+
+def test_reduction_names():
+    assert reduction_tensor_name("dense/weight:0", "l2_norm", abs=True) == "smdebug/reductions/abs_l2/dense/weight"
+    assert reduction_tensor_name("gradient/fc.weight", "mean") == "smdebug/reductions/mean/gradient/fc.weight"
+    assert parse_reduction_name("smdebug/reductions/abs_max/layer/weight") == ("layer/weight", "max", True)
+    assert parse_reduction_name("layer/weight") is None
+    with pytest.raises(ValueError, match="unknown reduction"):
+        reduction_tensor_name("x", "median")
+
+
+def test_index_shapes_only_has_two_key_meta():
+    idx = IndexFile(ModeKeys.TRAIN, 3, None, (), ())
+    assert encode_index(idx) == b'{"meta": {"mode": "TRAIN", "mode_step": 3}, "tensor_payload": [], "shape_payload": []}'
+
+
+@pytest.mark.parametrize(
+    "doc,match",
+    [
+        (b"", "not valid JSON"),
+        (b"{}", "meta section is not present"),
+        (b'{"meta": {"mode": "TRAIN", "mode_step": 1}}', "neither tensor_payload"),
+        (b'{"meta": {"mode": "TRAINING", "mode_step": 1}, "tensor_payload": []}', "meta.mode"),
+        (b'{"meta": {"mode": "TRAIN", "mode_step": 1}, "tensor_payload": [{"tensorname": "a", "start_idx": 0, "length": 5}]}',
+         "event_file_name is missing"),
+    ],
+)
+def test_bad_index_raises_index_reader_exception_naming_the_key(doc, match):
+    with pytest.raises(IndexReaderException, match=match) as info:
+        parse_index(doc, key="index/000000000/000000000001_worker_0.json")
+    assert "000000000001_worker_0.json" in str(info.value)
+
+
+def test_index_round_trip():
+    idx = IndexFile(ModeKeys.EVAL, 2, "events/000000000008/000000000008_worker_0.tfevents", (TensorEntry("a", 0, 90),))
+    assert parse_index(encode_index(idx)) == idx
+
+
+def test_collections_parse_rejects_string_booleans_and_unknown_keys():
+    with pytest.raises(IndexReaderException, match="JSON boolean"):
+        parse_collections(b'{"collections": {"a": {"name": "a", "save_histogram": "true"}}, "_meta": {"num_workers": 1}}')
+    with pytest.raises(IndexReaderException, match="unexpected top-level"):
+        parse_collections(b'{"collections": {}, "_meta": {"num_workers": 1}, "x": 1}')
+    with pytest.raises(IndexReaderException, match="num_workers"):
+        parse_collections(b'{"collections": {}}')
+    cf = parse_collections(b'{"collections": {}, "_meta": {"num_workers": 2}}')
+    assert cf.num_workers == 2 and encode_collections(cf) == b'{"collections": {}, "_meta": {"num_workers": 2}}'

@@ -25,9 +25,9 @@ from __future__ import annotations
 import copy
 import logging
 import os.path
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, Callable
+from typing import Any
 
 from sdk_ext.debugger.collection import CollectionConfig
 from sdk_ext.debugger.errors import DebuggerConfigError, Problems, is_s3_uri

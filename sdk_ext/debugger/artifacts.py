@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Mapping
-from typing import Any, Callable, Protocol, Union
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 
 from sdk_ext.exceptions import SdkExtError
 
-Job = Union[Mapping[str, Any], str]
+Job = Mapping[str, Any] | str
 
 TERMINAL_RULE_STATUSES = frozenset({"NoIssuesFound", "IssuesFound", "Error", "Stopped"})
 _STATUS_KEYS = ("DebugRuleEvaluationStatuses", "ProfilerRuleEvaluationStatuses")

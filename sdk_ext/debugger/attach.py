@@ -19,9 +19,9 @@ from __future__ import annotations
 import logging
 import re
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Any, Callable, Union
+from typing import Any, Union, final
 
 from sdk_ext.debugger.apply import _check_arguments, apply_debugger
 from sdk_ext.debugger.errors import DebuggerConfigError, Problems
@@ -57,8 +57,8 @@ def _emitters(target: Any) -> list[Any]:
         if client is not None and hasattr(client, "meta"):
             emitters.append(client.meta.events)
         return emitters
-    raise DebuggerConfigError([f"cannot attach to {type(target).__name__}: give a boto3 Session, a botocore "
-                               "Session, a SageMaker client or a SageMaker SDK Session"], where="attach")
+    raise DebuggerConfigError([(f"cannot attach to {type(target).__name__}: give a boto3 Session, a botocore "
+                                "Session, a SageMaker client or a SageMaker SDK Session")], where="attach")
 
 
 def _name_matcher(job_name_filter: JobNameFilter) -> Callable[[str], bool]:
@@ -71,10 +71,11 @@ def _name_matcher(job_name_filter: JobNameFilter) -> Callable[[str], bool]:
         return lambda name: pattern.fullmatch(name) is not None
     if callable(job_name_filter):
         return job_name_filter
-    raise DebuggerConfigError([f"job_name_filter must be a regular expression or a function of the job name, "
-                               f"got {job_name_filter!r}"], where="attach")
+    raise DebuggerConfigError([(f"job_name_filter must be a regular expression or a function of the job name, "
+                                f"got {job_name_filter!r}")], where="attach")
 
 
+@final
 class Attachment:
     """A registered handler; :meth:`detach` (or leaving a ``with`` block) removes it.
 
@@ -142,7 +143,7 @@ def attach(
         if not isinstance(name, str) or not matches(name):
             logger.debug("job %s does not match the job name filter; sent without Debugger changes", name)
             return
-        job_region = region or (context or {}).get("client_region")
+        job_region: str = region or (context or {}).get("client_region") or ""
         configured = apply_debugger(params, debugger_hook_config=debugger_hook_config, rules=rule_list,
                                     tensorboard_output_config=tensorboard_output_config,
                                     profiler_config=profiler_config, disable_profiler=disable_profiler,

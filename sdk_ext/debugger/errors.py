@@ -27,7 +27,7 @@ class DebuggerConfigError(ConfigError, TypeError, RuntimeError, AssertionError):
 class Problems:
     """Collects problems found while checking one call; :meth:`raise_if_any` reports them all."""
 
-    __slots__ = ("where", "items")
+    __slots__ = ("items", "where")
 
     def __init__(self, where: str) -> None:
         self.where = where

@@ -25,7 +25,7 @@ class PythonProfiler(Enum):
     PYINSTRUMENT = "pyinstrument"
 
 
-class cProfileTimer(Enum):  # noqa: N801 - the SDK's name
+class cProfileTimer(Enum):
     TOTAL_TIME = "total_time"
     CPU_TIME = "cpu_time"
     OFF_CPU_TIME = "off_cpu_time"
@@ -197,7 +197,7 @@ class FrameworkProfile:
             problems.add(f"file_close_interval must be a number of seconds > 0, got {file_close_interval!r}")
         if not (_is_int(file_open_fail_threshold) and file_open_fail_threshold > 0):
             problems.add(f"file_open_fail_threshold must be an integer > 0, got {file_open_fail_threshold!r}")
-        given = [c for c in (detailed_profiling_config, dataloader_profiling_config, python_profiling_config,
+        given: list[MetricsConfigBase] = [c for c in (detailed_profiling_config, dataloader_profiling_config, python_profiling_config,
                              horovod_profiling_config, smdataparallel_profiling_config) if c is not None]
         for config in given:
             if not isinstance(config, MetricsConfigBase):

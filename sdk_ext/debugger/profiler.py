@@ -36,8 +36,8 @@ class Profiler:
             "SMPFileRotationSecs": str(file_rotation_interval),
         }
         # The processing job that turns the traces into a report runs on this instance.
-        self.instanceType = "ml.m5.4xlarge"  # noqa: N815 - the SDK's attribute names
-        self.volumeSizeInGB = 128  # noqa: N815
+        self.instanceType = "ml.m5.4xlarge"
+        self.volumeSizeInGB = 128
 
 
 class ProfilerConfig:

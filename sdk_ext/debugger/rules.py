@@ -19,10 +19,10 @@ from __future__ import annotations
 import copy
 import functools
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from importlib import resources
-from typing import Any, Callable, cast
+from typing import Any, cast
 
 import smdebug_rulesconfig as rule_configs
 from smdebug_rulesconfig.profiler_rules.rules import ProfilerRuleBase
@@ -136,9 +136,9 @@ class RuleBase:
         return tuple(getattr(self, f) for f in _RULE_FIELDS)
 
     def __eq__(self, other: object) -> bool:
-        if other.__class__ is not self.__class__:
+        if not isinstance(other, RuleBase) or other.__class__ is not self.__class__:
             return NotImplemented
-        return self._fields() == other._fields()  # type: ignore[attr-defined]
+        return self._fields() == other._fields()
 
     __hash__ = None  # type: ignore[assignment]  # rules are mutable values, like the SDK's
 
@@ -195,7 +195,7 @@ class Rule(RuleBase):
         parameters: dict[str, Any] = {f"other_trial_{i}": path for i, path in enumerate(others)}
         parameters.update(defaults)
         parameters.update(user_params or {})
-        return cls(name=name or rule_name, image_uri=DEFAULT_RULE_EVALUATOR_IMAGE, instance_type=None,
+        return cls(name=name or cast(str, rule_name), image_uri=DEFAULT_RULE_EVALUATOR_IMAGE, instance_type=None,
                    container_local_output_path=container_local_output_path, s3_output_path=s3_output_path,
                    volume_size_in_gb=None, rule_parameters=parameters,
                    collections_to_save=collections or base_collections, actions=actions)

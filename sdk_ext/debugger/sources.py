@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import os
 import uuid
-from typing import Any, Callable, Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
 from urllib.parse import urlparse
 
 from sdk_ext.exceptions import StorageError

@@ -161,9 +161,7 @@ def _check_unit(case: dict[str, Any], specs: Specs) -> None:
             assert dbg.get_rule_container_image_uri(obj.name, inputs["region"]) == want
         elif key == "after_prepare_actions":
             assert obj.prepare_actions(inputs["prepare_actions_job_name"]).to_debugger_rule_config_dict() == want
-        elif key == "base_config":
-            assert obj == want
-        elif key == "uri":
+        elif key == "base_config" or key == "uri":
             assert obj == want
         elif key in ("name", "rule_name", "rule_parameters", "profiling_parameters"):
             assert getattr(obj, key) == want
@@ -231,14 +229,14 @@ class _World:
         disable = direct if direct is not None else bool(
             self._sdk_config("SageMaker", "TrainingJob", "ProfilerConfig", "DisableProfiler"))
         rules = inputs.get("rules")
-        return dict(
-            debugger_hook_config=hook, disable_profiler=disable, region=self.region, framework=framework,
-            rules=None if rules is None else [specs.rule(r) for r in rules],
-            tensorboard_output_config=(specs.tensorboard(inputs["tensorboard_output_config"])
-                                       if inputs.get("tensorboard_output_config") else None),
-            profiler_config=(specs.profiler_config(inputs["profiler_config"])
-                             if inputs.get("profiler_config") is not None else None),
-            uploader=self.uploader(), now=lambda: FIXED_NOW)
+        return {
+            "debugger_hook_config": hook, "disable_profiler": disable, "region": self.region, "framework": framework,
+            "rules": None if rules is None else [specs.rule(r) for r in rules],
+            "tensorboard_output_config": (specs.tensorboard(inputs["tensorboard_output_config"])
+                                          if inputs.get("tensorboard_output_config") else None),
+            "profiler_config": (specs.profiler_config(inputs["profiler_config"])
+                                if inputs.get("profiler_config") is not None else None),
+            "uploader": self.uploader(), "now": lambda: FIXED_NOW}
 
     def uploader(self) -> dbg.S3RuleSourceUploader:
         """Uploads to the session's default bucket, as the SDK did (moto server, real HTTP)."""

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import copy
 import itertools
+from collections.abc import Callable
 from types import SimpleNamespace
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 import smdebug_rulesconfig as rule_configs
@@ -161,7 +162,7 @@ def _hook_cases() -> list[tuple[str, Build]]:
 def _run(build: Build, lib: Any) -> tuple[str, Any]:
     try:
         return "ok", _view(build(lib))
-    except Exception as err:  # both libraries' failures are compared below
+    except Exception as err:  # noqa: BLE001 - both libraries' failures are compared below
         return "error", err
 
 

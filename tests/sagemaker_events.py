@@ -23,7 +23,9 @@ JOB = "mnist-vg-2026-11-20-12-00-00-000"
 def _captured() -> dict[str, Any]:
     path = EVENTS / "sample_event_issues_found.json"
     if not path.is_file():
-        raise FileNotFoundError(f"captured event not found at {path}; set SDK_EXT_SHARED to the shared directory")
+        raise FileNotFoundError(
+            f"captured event not found at {path}; set SDK_EXT_SHARED to the shared directory"
+        )
     event: dict[str, Any] = json.loads(path.read_text())
     return event
 
@@ -59,12 +61,18 @@ def event_with(
     if job_status is not None:
         detail["TrainingJobStatus"] = job_status
         detail["SecondaryStatus"] = {"InProgress": "Training"}.get(job_status, job_status)
-    for key, changes in (("DebugRuleEvaluationStatuses", debug), ("ProfilerRuleEvaluationStatuses", profiler)):
+    for key, changes in (
+        ("DebugRuleEvaluationStatuses", debug),
+        ("ProfilerRuleEvaluationStatuses", profiler),
+    ):
         for name, status in (changes or {}).items():
             entries = detail[key]
             entry = next((e for e in entries if e["RuleConfigurationName"] == name), None)
             if entry is None:
-                entry = {"RuleConfigurationName": name, "RuleEvaluationJobArn": entries[0]["RuleEvaluationJobArn"]}
+                entry = {
+                    "RuleConfigurationName": name,
+                    "RuleEvaluationJobArn": entries[0]["RuleEvaluationJobArn"],
+                }
                 entries.append(entry)
             entry["RuleEvaluationStatus"] = status
             if status != "IssuesFound":

@@ -50,7 +50,9 @@ class Aws:
     sleeps: list[float] = field(default_factory=list)
 
     def run(self, event: Any, config: AutoStopConfig | None = None) -> dict[str, Any]:
-        return process_event(event, sagemaker=self.sagemaker, sns=self.sns, config=config, sleep=self.sleeps.append)
+        return process_event(
+            event, sagemaker=self.sagemaker, sns=self.sns, config=config, sleep=self.sleeps.append
+        )
 
     def describe(self, status: str = "InProgress", event: dict[str, Any] | None = None) -> None:
         response = describe_response(event or captured_event(), status=status)
@@ -62,7 +64,11 @@ class Aws:
     def error(self, operation: str, code: str, message: str = "", stubber: Stubber | None = None) -> None:
         params = JOB_PARAMS if stubber is None else None
         (stubber or self.sm).add_client_error(
-            operation, service_error_code=code, service_message=message, http_status_code=400, expected_params=params
+            operation,
+            service_error_code=code,
+            service_message=message,
+            http_status_code=400,
+            expected_params=params,
         )
 
 
@@ -139,10 +145,16 @@ def test_job_not_found_is_a_no_op(aws):
 def test_other_validation_error_from_stop_is_raised(aws, caplog):
     aws.describe("InProgress")
     aws.error("stop_training_job", "ValidationException", "1 validation error detected")
-    with caplog.at_level(logging.INFO, logger="auto_stop"), pytest.raises(ClientError, match="validation error"):
+    with (
+        caplog.at_level(logging.INFO, logger="auto_stop"),
+        pytest.raises(ClientError, match="validation error"),
+    ):
         aws.run(captured_event())
     (line,) = _decision_lines(caplog)
-    assert line["action"] == Action.FAILED.value and "StopTrainingJob failed: ValidationException" in line["reason"]
+    assert (
+        line["action"] == Action.FAILED.value
+        and "StopTrainingJob failed: ValidationException" in line["reason"]
+    )
 
 
 @pytest.mark.parametrize("operation", ["describe_training_job", "stop_training_job"])
@@ -303,7 +315,11 @@ def test_dry_run_describes_and_notifies_but_never_stops(aws):
 def test_stop_is_published_to_the_topic(aws):
     aws.describe()
     aws.stop()
-    expected = {"TopicArn": TOPIC, "Subject": f"Debugger auto-stop stopped {JOB}", "Message": _AnyJsonFor(JOB)}
+    expected = {
+        "TopicArn": TOPIC,
+        "Subject": f"Debugger auto-stop stopped {JOB}",
+        "Message": _AnyJsonFor(JOB),
+    }
     aws.sn.add_response("publish", {"MessageId": "m-1"}, expected)
     result = aws.run(captured_event(), AutoStopConfig(topic_arn=TOPIC))
     assert result["notified"] is True
@@ -350,7 +366,12 @@ class _AnyJsonFor:
 
 @pytest.fixture
 def handler_env(monkeypatch, aws):
-    for name in ("AUTO_STOP_RULE_NAMES", "AUTO_STOP_JOB_PREFIX", "AUTO_STOP_PROFILER_RULES", "AUTO_STOP_DRY_RUN"):
+    for name in (
+        "AUTO_STOP_RULE_NAMES",
+        "AUTO_STOP_JOB_PREFIX",
+        "AUTO_STOP_PROFILER_RULES",
+        "AUTO_STOP_DRY_RUN",
+    ):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.delenv("AUTO_STOP_TOPIC_ARN", raising=False)
     monkeypatch.setattr(auto_stop, "_client", {"sagemaker": aws.sagemaker, "sns": aws.sns}.__getitem__)
@@ -384,7 +405,9 @@ def test_handler_rejects_invalid_environment_listing_every_problem(aws, handler_
     handler_env.setenv("AUTO_STOP_JOB_PREFIX", "prod_*")
     with pytest.raises(ConfigError) as info:
         auto_stop.handler(captured_event(), None)
-    assert "AUTO_STOP_DRY_RUN='maybe'" in str(info.value) and "AUTO_STOP_JOB_PREFIX='prod_*'" in str(info.value)
+    assert "AUTO_STOP_DRY_RUN='maybe'" in str(info.value) and "AUTO_STOP_JOB_PREFIX='prod_*'" in str(
+        info.value
+    )
 
 
 def test_boto3_clients_are_created_once_per_service():

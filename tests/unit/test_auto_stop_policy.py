@@ -39,7 +39,11 @@ def test_false_spellings(value):
 def test_every_invalid_variable_is_reported_at_once():
     with pytest.raises(ConfigError) as info:
         AutoStopConfig.from_env(
-            {"AUTO_STOP_PROFILER_RULES": "sometimes", "AUTO_STOP_TOPIC_ARN": "debugger-topic", "AUTO_STOP_JOB_PREFIX": "-x"}
+            {
+                "AUTO_STOP_PROFILER_RULES": "sometimes",
+                "AUTO_STOP_TOPIC_ARN": "debugger-topic",
+                "AUTO_STOP_JOB_PREFIX": "-x",
+            }
         )
     message = str(info.value)
     assert "AUTO_STOP_PROFILER_RULES='sometimes'" in message
@@ -56,7 +60,9 @@ def test_event_is_parsed_into_rule_statuses_of_both_kinds():
         ("LossNotDecreasing", "InProgress", RuleKind.DEBUGGER),
         ("ProfilerReport", "InProgress", RuleKind.PROFILER),
     ]
-    assert change.rules[0].details.startswith("RuleEvaluationConditionMet: Evaluation of the rule VanishingGradient")
+    assert change.rules[0].details.startswith(
+        "RuleEvaluationConditionMet: Evaluation of the rule VanishingGradient"
+    )
 
 
 def test_decision_is_pure_and_explains_itself():

@@ -146,6 +146,8 @@ class RuleProcess:
         if self.timed_out:
             return StatusFile("Stopped", "Rule evaluation stopped: it was still running when the local job's "
                               "time for rules after training ran out", None, None)
+        if self.child.terminated_at is not None:
+            return StatusFile("Stopped", "Rule evaluation stopped with the local job", None, None)
         tail = self.child.output_tail(700).strip()
         how = f"was killed by signal {-exit_code}" if exit_code < 0 else f"exited with code {exit_code}"
         status = EXIT_STATUS.get(exit_code, "Error") if exit_code in (0, 3) else "Error"

@@ -17,6 +17,7 @@ the calling thread and returns the final DescribeTrainingJob response (what ``sd
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -29,6 +30,9 @@ from botocore.exceptions import ClientError
 from sdk_ext.exceptions import ConfigError
 from sdk_ext.local.job import TERMINAL_JOB_STATUSES, JobStateError
 from sdk_ext.local.runner import JobRunner, LocalSettings
+
+
+logger = logging.getLogger(__name__)
 
 
 def _error(operation: str, message: str, code: str = "ValidationException") -> ClientError:
@@ -99,8 +103,8 @@ class LocalSageMakerClient:
     def _run_quietly(runner: JobRunner) -> None:
         try:
             runner.run()
-        except Exception:  # recorded in the job's FailureReason and logged by the runner
-            pass
+        except Exception:  # the runner logged it and put it in the job's FailureReason
+            logger.debug("local job %s ended with an error in the runner", runner.name, exc_info=True)
 
     # --- reading and stopping -------------------------------------------------------------------------
 
@@ -111,11 +115,11 @@ class LocalSageMakerClient:
             raise _error(operation, "Requested resource not found.")
         return runner
 
-    def describe_training_job(self, *, TrainingJobName: str) -> dict[str, Any]:  # noqa: N803 (boto3's name)
+    def describe_training_job(self, *, TrainingJobName: str) -> dict[str, Any]:
         """DescribeTrainingJob."""
         return self._runner(TrainingJobName, "DescribeTrainingJob").job.describe()
 
-    def stop_training_job(self, *, TrainingJobName: str) -> dict[str, Any]:  # noqa: N803
+    def stop_training_job(self, *, TrainingJobName: str) -> dict[str, Any]:
         """StopTrainingJob: the job becomes Stopping, its entry point gets SIGTERM (SIGKILL after the grace).
 
         Raises:

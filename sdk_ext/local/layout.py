@@ -160,8 +160,8 @@ def prepare(job_dir: JobDir, request: Mapping[str, Any]) -> dict[str, Path]:
         write_json(job_dir.config / "debughookconfig.json", {**hook, "LocalPath": str(trial_dir(job_dir, request))})
     board = request.get("TensorBoardOutputConfig")
     if board is not None:
-        local = job_dir.rebase(board.get("LocalPath"), job_dir.output / "tensorboard")
-        write_json(job_dir.config / "tensorboardoutputconfig.json", {**board, "LocalPath": str(local)})
+        board_dir = job_dir.rebase(board.get("LocalPath"), job_dir.output / "tensorboard")
+        write_json(job_dir.config / "tensorboardoutputconfig.json", {**board, "LocalPath": str(board_dir)})
     resources = request.get("ResourceConfig") or {}
     if int(resources.get("InstanceCount") or 1) > 1:
         logger.warning("job %s asks for %s instances; the local runner runs one", request.get("TrainingJobName"),

@@ -31,7 +31,6 @@ from sdk_ext.exceptions import ConfigError
 from sdk_ext.local.job import TERMINAL_JOB_STATUSES, JobStateError
 from sdk_ext.local.runner import JobRunner, LocalSettings
 
-
 logger = logging.getLogger(__name__)
 
 

@@ -142,3 +142,28 @@ def poll_until(predicate: Any, timeout: float = 20.0, interval: float = 0.02) ->
         if time.monotonic() >= deadline:
             raise TimeoutError(f"condition not met within {timeout} s")
         time.sleep(interval)
+
+# Saves a loss, a gradient and a weight every step through the framework-free hook; at step 20 the
+# values go NaN and the fake rule's trigger file says so; then it keeps training until stopped.
+HOOKED = PRELUDE + """
+import numpy as np
+from sdk_ext.hooks import Hook, SaveConfig
+hook = Hook(TRIAL, save_config=SaveConfig(save_interval=1),
+            include_collections=["losses", "gradients", "weights"])
+w = np.full((8, 4), 0.5, dtype=np.float32)
+for step in range(100000):
+    with hook.step():
+        if step >= 20:
+            w = w * np.float32("nan")
+        loss = np.float32(2.0 / (step + 1))
+        hook.save_tensor("CrossEntropyLoss_output_0", loss, "losses")
+        hook.save_tensor("gradient/Net_fc1.weight", w * 0.1, "gradients")
+        hook.save_tensor("gradient/Net_fc2.weight", w * 0.01 + 1e-3, "gradients")
+        hook.save_tensor("Net_fc1.weight", w, "weights")
+    if step == 21:  # step 20 is complete once step 21 is written
+        (TRIAL / "bad_step").write_text("20")
+    time.sleep(0.01)
+    if step > 6000:
+        break
+hook.close()
+"""

@@ -31,11 +31,11 @@ def stopped_job(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _cli(*args: str, env: dict[str, str], cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "sdk_ext.cli", *args], env=env, cwd=cwd, capture_output=True,
-                          text=True, timeout=120)
+                          text=True, timeout=120, check=False)
 
 
 def _svgs(html: str) -> list[str]:
-    return re.findall(r"<svg .*?</svg>", html, flags=re.S)
+    return re.findall(r"<svg .*?</svg>", html, flags=re.DOTALL)
 
 
 def test_report_is_self_contained_and_shows_what_happened(stopped_job: Path, tmp_path: Path) -> None:

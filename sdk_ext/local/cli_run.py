@@ -47,6 +47,8 @@ def add_parser(sub: Any) -> None:
                    help="seconds rules may run after training ended (default 60)")
     p.add_argument("--report", action="store_true", help="write the HTML report (<job dir>/report.html)")
     p.add_argument("--report-file", type=Path, metavar="PATH", help="write the HTML report here")
+    p.add_argument("--expect-status", choices=["Completed", "Stopped", "Failed"],
+                   help="exit 1 unless the job ends in this status")
     p.add_argument("--json", action="store_true", help="print the final DescribeTrainingJob response as JSON")
     p.add_argument("-q", "--quiet", action="store_true", help="only the result")
     p.add_argument("-v", "--verbose", action="store_true", help="echo the script's output even when not a terminal")
@@ -98,7 +100,11 @@ def run(args: argparse.Namespace, console: Console) -> int:
     else:
         for line in summary_lines(final, runner.dir.root, report_path):
             console.result(line)
-    return 1 if final["TrainingJobStatus"] == "Failed" else 0
+    status = final["TrainingJobStatus"]
+    if args.expect_status is not None and status != args.expect_status:
+        console.result(f"expected the job to end {args.expect_status}, but it ended {status}")
+        return 1
+    return 1 if status == "Failed" and args.expect_status != "Failed" else 0
 
 
 def summary_lines(final: dict[str, Any], job_dir: Path, report: Path | None) -> list[str]:

@@ -213,7 +213,8 @@ class JobRunner:
         self.settings = settings
         self.client = client
         name = self.request["TrainingJobName"]
-        self.dir = layout.JobDir(Path(job_dir) if job_dir is not None else settings.jobs_root / name)
+        # absolute: children run in other working directories
+        self.dir = layout.JobDir((Path(job_dir) if job_dir is not None else settings.jobs_root / name).resolve())
         self.entry_point = entry_point
         self.script_args = list(script_args)
         self.zero_change = zero_change

@@ -174,9 +174,11 @@ def test_cli_run_failed_job_exits_1_and_bad_usage_exits_2(tmp_path: Path, repo_e
 
 
 def test_cli_passes_script_arguments_after_double_dash(tmp_path: Path, repo_env: dict[str, str]) -> None:
-    script = write_script(tmp_path, "import sys\nprint('ARGS', sys.argv[1:])\n")
-    result = _cli("run", "--jobs-dir", str(tmp_path / "jobs"), "--job-name", "args", "-H", "lr=0.5", str(script),
-                  "--", "--epochs", "3", env=repo_env)
+    script = write_script(tmp_path, "import os, sys\nprint('ARGS', sys.argv[1:])\n"
+                          "print('CONFIG', os.path.isfile(os.environ['SMDEBUG_CONFIG_FILE_PATH']))\n")
+    result = _cli("run", "--jobs-dir", "jobs", "--job-name", "args", "-H", "lr=0.5", str(script),
+                  "--", "--epochs", "3", env=repo_env, cwd=tmp_path)  # a relative jobs dir; the script runs elsewhere
     assert result.returncode == 0, result.stderr
     log = (tmp_path / "jobs" / "args" / "logs" / "training.log").read_text()
     assert "ARGS ['--lr', '0.5', '--epochs', '3']" in log
+    assert "CONFIG True" in log

@@ -57,15 +57,15 @@ def nice_ticks(low: float, high: float, count: int = 6) -> list[float]:
         return []
     if high <= low:
         high = low + (abs(low) or 1.0)
-    raw = (high - low) / max(1, count - 1)
+    raw = (high - low) / max(1, count)
     power = 10 ** math.floor(math.log10(raw))
     step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
-    first = math.ceil(low / step) * step
+    first = math.ceil(low / step)
     ticks = []
-    value = first
-    while value <= high + step * 1e-9:
-        ticks.append(0.0 if abs(value) < step * 1e-9 else value)
-        value += step
+    i = first
+    while i * step <= high + step * 1e-9:
+        ticks.append(round(i * step, 12) + 0.0)
+        i += 1
     return ticks
 
 

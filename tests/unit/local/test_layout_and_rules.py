@@ -10,7 +10,7 @@ import pytest
 
 from sdk_ext.exceptions import ConfigError
 from sdk_ext.local import deployment, layout, rule_jobs
-from sdk_ext.local.runner import Command, failure_reason, resolve_command
+from sdk_ext.local.entry import Command, failure_reason, resolve_command
 
 
 def _request(**extra: object) -> dict:

@@ -18,6 +18,8 @@ import bisect
 import json
 import logging
 from dataclasses import dataclass
+from itertools import chain
+from operator import add
 from typing import Any
 
 from sdk_ext.exceptions import IndexReaderException
@@ -39,6 +41,8 @@ Location = tuple[int, int]  # (start, length) of a whole record in the step's ev
 ReductionKey = tuple[str, bool]  # (op, abs)
 
 _MODES = {m.name: m for m in ModeKeys}
+_REDUCTION_BYTES = REDUCTION_PREFIX.encode()
+_INT, _STR = {int}, {str}
 #: read index files in batches of this many keys (one read_many each)
 _READ_BATCH = 1000
 
@@ -104,26 +108,24 @@ class StepFileParser:
         if type(mode_step) is not int or mode_step < 0:
             raise _Malformed
         event_key = meta.get("event_file_name")
-        raw: dict[str, Location] = {}
-        reductions: dict[str, dict[ReductionKey, Location]] = {}
-        end = 0
         payload = doc.get("tensor_payload") or ()
-        if payload and type(event_key) is not str:
-            raise _Malformed
-        for entry in payload:
-            name = entry["tensorname"]
-            start = entry["start_idx"]
-            length = entry["length"]
-            if type(start) is not int or type(length) is not int or type(name) is not str or start < 0 or length < 0:
+        # a repeated name: the last entry wins, as in smdebug
+        raw: dict[str, Location] = {e["tensorname"]: (e["start_idx"], e["length"]) for e in payload}
+        end = 0
+        if raw:
+            numbers = list(chain.from_iterable(raw.values()))
+            # types checked in C (map/set), not per entry in Python; bool is not int here
+            if type(event_key) is not str or set(map(type, numbers)) != _INT or set(map(type, raw)) != _STR:
                 raise _Malformed
-            end = max(end, start + length)
-            if REDUCTION_PREFIX in name:
+            if min(numbers) < 0:
+                raise _Malformed
+            end = max(map(add, numbers[::2], numbers[1::2]))
+        reductions: dict[str, dict[ReductionKey, Location]] = {}
+        if _REDUCTION_BYTES in data:
+            for name in [n for n in raw if REDUCTION_PREFIX in n]:
                 parsed = self._reduction(name)
                 if parsed is not None:
-                    base, op, is_abs = parsed
-                    reductions.setdefault(base, {})[(op, is_abs)] = (start, length)
-                    continue
-            raw[name] = (start, length)  # a repeated name: the last entry wins, as in smdebug
+                    reductions.setdefault(parsed[0], {})[(parsed[1], parsed[2])] = raw.pop(name)
         shapes: dict[str, tuple[int, ...]] = {}
         for entry in doc.get("shape_payload") or ():
             shape = entry["shape"]
@@ -194,6 +196,10 @@ class TrialIndex:
         self.names: set[str] = set()
         self.last_complete_step = -1
         self.generation = 0  # bumped whenever step files are added
+        # Step files share their name sets, so "the steps of tensor X" is a union over a few sets:
+        # id(name set) -> (name set, global steps), and (mode, id) -> (name set, [(mode step, global step)])
+        self.steps_by_names: dict[int, tuple[frozenset[str], list[int]]] = {}
+        self.mode_steps_by_names: dict[tuple[ModeKeys, int], tuple[frozenset[str], list[tuple[int, int]]]] = {}
         self._parser = StepFileParser()
         self._token = ""  # list index keys after this one
         self._seen: set[str] = set()  # keys after the token already handled
@@ -245,6 +251,18 @@ class TrialIndex:
             files.sort(key=_worker_of)
         self.known_workers.add(sf.worker)
         mode = sf.mode
+        names = sf.names
+        group = self.steps_by_names.get(id(names))
+        if group is None:
+            self.steps_by_names[id(names)] = (names, [step])
+        elif group[1][-1] != step:
+            group[1].append(step)
+        if mode is not ModeKeys.GLOBAL:
+            mode_group = self.mode_steps_by_names.get((mode, id(names)))
+            if mode_group is None:
+                self.mode_steps_by_names[(mode, id(names))] = (names, [(sf.mode_step, step)])
+            elif mode_group[1][-1] != (sf.mode_step, step):
+                mode_group[1].append((sf.mode_step, step))
         self.global_to_mode.setdefault(step, (mode, sf.mode_step))
         if mode is not ModeKeys.GLOBAL:
             self.mode_to_global.setdefault(mode, {}).setdefault(sf.mode_step, step)
@@ -312,6 +330,20 @@ class TrialIndex:
             return step
         table = self.mode_to_global.get(mode)
         return None if table is None else table.get(step)
+
+    def tensor_steps(self, name: str, mode: ModeKeys) -> list[tuple[int, int]]:
+        """``(step, global step)`` where ``name`` has any entry, sorted (steps are mode steps unless GLOBAL)."""
+        if mode is ModeKeys.GLOBAL:
+            lists = [steps for names, steps in self.steps_by_names.values() if name in names]
+            merged = {(g, g) for steps in lists for g in steps} if len(lists) != 1 else {(g, g) for g in lists[0]}
+        else:
+            merged = {
+                pair
+                for (m, _), (names, pairs) in self.mode_steps_by_names.items()
+                if m is mode and name in names
+                for pair in pairs
+            }
+        return sorted(merged)
 
     def describe(self) -> dict[str, Any]:
         """Counters for logs and benchmarks."""

@@ -249,14 +249,20 @@ class Trial:
 
     def _read(self, sf: StepFile, loc: Location, name: str, step: int, mode: ModeKeys) -> np.ndarray[Any, Any]:
         cache = self._value_cache
-        if cache is not None:
+        if cache is None:  # the common case: the event file is in the file cache
+            files = self._values.files
+            data = files.get(sf.event_key)  # type: ignore[arg-type]
+            if data is not None:
+                files.move_to_end(sf.event_key)  # type: ignore[arg-type]
+                return self._values.decode(data, loc[0], loc[1], name=sf.event_key, key=name)  # type: ignore[arg-type]
+        else:
             hit = cache.get((sf.key, loc[0]))
             if hit is not None:
                 return hit
         if sf.event_key is None:
             raise TensorUnavailableForStep(name, step, mode)
         try:
-            value = self._values.read(sf.event_key, loc[0], loc[1], sf.event_size)
+            value = self._values.read(sf.event_key, loc[0], loc[1], sf.event_size, name)
         except EventFileUnavailable as err:
             raise TensorUnavailableForStep(name, step, mode) from err
         if cache is not None:
@@ -269,7 +275,9 @@ class Trial:
         if self._value_cache is not None or any(sf.event_key is None for sf, _ in located):
             return [self._read(sf, loc, name, step, mode) for (sf, loc), step in zip(located, steps)]
         try:
-            return self._values.read_many([(sf.event_key, s, n, sf.event_size) for sf, (s, n) in located])  # type: ignore[misc]
+            return self._values.read_many(
+                [(sf.event_key, s, n, sf.event_size, name) for sf, (s, n) in located]  # type: ignore[misc]
+            )
         except EventFileUnavailable:
             return [self._read(sf, loc, name, step, mode) for (sf, loc), step in zip(located, steps)]
 

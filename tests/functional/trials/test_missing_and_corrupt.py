@@ -140,3 +140,23 @@ def test_corrupt_index_file_names_its_key(tmp_path):
     storage.write(written.index_key, written.index[:-10])
     with pytest.raises(IndexReaderException, match="index/000000000/000000000000_worker_0.json: not valid JSON"):
         create_trial(tmp_path, timeout=0)
+
+
+@pytest.mark.parametrize("storage_kind", ["local", "memory"])
+def test_large_values_are_writable_and_independent_between_reads(tmp_path, storage_kind):
+    """Records of 64 KiB and more are read straight into the array's memory (read_into)."""
+    from sdk_ext.storage import InMemoryStorage
+
+    storage = LocalStorage(tmp_path) if storage_kind == "local" else InMemoryStorage()
+    b = TrialBuilder(storage)
+    b.collections()
+    big = np.arange(256 * 300, dtype=np.float64).reshape(256, 300)  # 600 KiB
+    for step in range(3):
+        b.step(step, tensors={"big": big + step, "small": np.ones(3)})
+    trial = create_trial(storage, options=TrialOptions(whole_file_bytes=1 << 10), timeout=0)
+    first = trial.tensor("big").value(1)
+    assert first.flags.writeable and np.array_equal(first, big + 1)
+    first[:] = -1
+    assert np.array_equal(trial.tensor("big").value(1), big + 1)
+    values = trial.tensor("big").values()
+    assert all(np.array_equal(v, big + s) and v.flags.writeable for s, v in values.items())

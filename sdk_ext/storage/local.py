@@ -177,4 +177,4 @@ class LocalStorage:
         return got
 
 
-__all__ = ["TMP_SUFFIX", "LocalStorage"]
+__all__ = ["LocalStorage", "TMP_SUFFIX"]

@@ -99,6 +99,13 @@ class Tensor:
 
     def _step_file(self, step: int, mode: ModeKeys, worker: str | None) -> StepFile:
         """The step file holding this tensor at ``step``, refreshing once on a miss."""
+        if mode is _GLOBAL and worker is None:  # the common case, without building a list
+            files = self._trial._index.by_step.get(step)
+            if files is not None:
+                name = self.name
+                for f in files:
+                    if name in f.names:
+                        return f
         holders = self._holders(step, mode)
         if not holders:
             trial = self._trial
@@ -130,17 +137,9 @@ class Tensor:
     def value(self, step_num: int, mode: ModeKeys = _GLOBAL, worker: str | None = None) -> np.ndarray[Any, Any]:
         """The saved array at ``step_num`` (dtype and shape as written)."""
         name = self.name
-        sf = None
-        if mode is _GLOBAL and worker is None:  # the common case, without the general lookup's calls
-            files = self._trial._index.by_step.get(step_num)
-            if files is not None:
-                for f in files:
-                    if name in f.names:
-                        sf = f
-                        break
-        if sf is None:
+        if mode is not _GLOBAL:
             mode = _mode(mode)
-            sf = self._step_file(step_num, mode, worker)
+        sf = self._step_file(step_num, mode, worker)
         loc = sf.raw.get(name)
         if loc is None:
             raise TensorUnavailableForStep(name, step_num, mode, has_reductions=name in sf.reductions)

@@ -17,14 +17,16 @@ from __future__ import annotations
 import bisect
 import json
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import chain
 from operator import add
 from typing import Any
 
-from sdk_ext.exceptions import IndexReaderException
+from sdk_ext.exceptions import ConfigError
 from sdk_ext.format.index import IndexFile, parse_index
 from sdk_ext.format.paths import (
+    EVENTS_DIR,
     INDEX_DIR,
     REDUCTION_PREFIX,
     index_key,
@@ -37,12 +39,14 @@ from sdk_ext.storage import ReadRequest, Storage
 
 logger = logging.getLogger(__name__)
 
+RangeSteps = tuple[int | None, int | None]
 Location = tuple[int, int]  # (start, length) of a whole record in the step's event file
 ReductionKey = tuple[str, bool]  # (op, abs)
 
 _MODES = {m.name: m for m in ModeKeys}
 _REDUCTION_BYTES = REDUCTION_PREFIX.encode()
 _INT, _STR = {int}, {str}
+_EVENTS = EVENTS_DIR + "/"
 #: read index files in batches of this many keys (one read_many each)
 _READ_BATCH = 1000
 
@@ -166,11 +170,37 @@ class StepFileParser:
         reductions: dict[str, dict[ReductionKey, Location]],
         shapes: dict[str, tuple[int, ...]],
     ) -> StepFile:
+        if event_key is not None and not event_key.startswith(_EVENTS):
+            # smdebug writes it relative to the trial root; keep that part of a full path or URI
+            at = event_key.rfind("/" + _EVENTS)
+            event_key = event_key[at + 1 :] if at >= 0 else event_key
         names = frozenset(raw)
         if reductions or shapes:
             names = names.union(reductions, shapes)
         names = self._name_sets.setdefault(names, names)
         return StepFile(key, step, worker, mode, mode_step, event_key, end, raw, reductions, shapes, names)
+
+
+def check_range_steps(range_steps: Sequence[int | None] | None) -> RangeSteps | None:
+    """``range_steps`` as ``(begin, end)``, validated (ints >= 0 or None, end > begin).
+
+    Raises:
+        ConfigError: every problem found (smdebug used assert statements).
+    """
+    if range_steps is None:
+        return None
+    problems = []
+    if len(range_steps) != 2:
+        raise ConfigError(f"range_steps must be (begin, end), got {range_steps!r}", where="range_steps")
+    begin, end = range_steps
+    for label, bound in (("begin", begin), ("end", end)):
+        if bound is not None and (isinstance(bound, bool) or not isinstance(bound, int) or bound < 0):
+            problems.append(f"{label} must be None or an int >= 0, got {bound!r}")
+    if not problems and begin is not None and end is not None and end <= begin:
+        problems.append(f"end ({end}) must be greater than begin ({begin}); the range is [begin, end)")
+    if problems:
+        raise ConfigError(problems, where="range_steps")
+    return begin, end
 
 
 class TrialIndex:
@@ -180,7 +210,7 @@ class TrialIndex:
         self,
         storage: Storage,
         *,
-        range_steps: tuple[int | None, int | None] | None = None,
+        range_steps: RangeSteps | None = None,
         incomplete_step_window: int = 1000,
     ) -> None:
         self.storage = storage
@@ -359,4 +389,4 @@ def _worker_of(sf: StepFile) -> str:
     return sf.worker
 
 
-__all__ = ["IndexReaderException", "Location", "ReductionKey", "StepFile", "StepFileParser", "TrialIndex"]
+__all__ = ["Location", "RangeSteps", "ReductionKey", "StepFile", "StepFileParser", "TrialIndex", "check_range_steps"]

@@ -65,3 +65,11 @@ def test_mode_names_with_blanks_are_accepted_as_smdebug_does():
     sf = StepFileParser().parse(doc([entry("x", 0, 10)], meta={"mode": " EVAL ", "mode_step": 2, "event_file_name": EVENT}),
                                 key="k", step=5, worker="w")
     assert sf.mode is ModeKeys.EVAL
+
+
+def test_an_event_file_name_given_as_a_full_path_is_taken_relative_to_the_trial():
+    for given in ("/opt/ml/output/tensors/" + EVENT, "s3://bucket/job/debug-output/" + EVENT, EVENT):
+        sf = StepFileParser().parse(doc([entry("x", 0, 10)], meta={"mode": "GLOBAL", "mode_step": 3,
+                                                                     "event_file_name": given}),
+                                    key="k", step=3, worker="worker_0")
+        assert sf.event_key == EVENT

@@ -293,30 +293,6 @@ def decode_record_value(
     return _walk(buf, offset + HEADER_SIZE, p_end, name, base + offset)[0]
 
 
-def _layout_content(buf: Buffer, i: int, prefix: bytes) -> int:
-    """Where the content starts if the payload at ``buf[i:]`` has smdebug's field order and ``prefix``; else -1."""
-    if buf[i] == 0x09:  # wall_time
-        i += 9
-    if buf[i] == 0x10:  # step
-        i += 1
-        while buf[i] & 0x80:
-            i += 1
-        i += 1
-    if buf[i] != 0x2A:  # summary
-        return -1
-    i += 1
-    while buf[i] & 0x80:
-        i += 1
-    if buf[i + 1] != 0x0A:  # its first value
-        return -1
-    i += 2
-    while buf[i] & 0x80:
-        i += 1
-    i += 1
-    end = i + len(prefix)
-    return end if buf[i:end] == prefix else -1
-
-
 class RecordDecoder:
     """:func:`decode_record_value` that remembers each tensor's layout.
 
@@ -360,15 +336,33 @@ class RecordDecoder:
             p_end = _check_record(buf, offset, length, name, base)
             if len(self._headers) < self._MAX_HEADERS:
                 self._headers[bytes(header)] = length - OVERHEAD
-        i = p_start = offset + HEADER_SIZE
+        p_start = offset + HEADER_SIZE
         layout = None if key is None else self._layouts.get(key)
-        if layout is not None:
-            try:
-                c_start = _layout_content(buf, i, layout[0])
+        if layout is not None:  # (inlined: this is the hot path of every value read)
+            prefix, dtype, shape, nbytes = layout
+            i = p_start
+            try:  # smdebug's field order: wall_time, step, summary, its first value, then the layout's bytes
+                if buf[i] == 0x09:
+                    i += 9
+                if buf[i] == 0x10:
+                    i += 1
+                    while buf[i] & 0x80:
+                        i += 1
+                    i += 1
+                if buf[i] == 0x2A:
+                    i += 1
+                    while buf[i] & 0x80:
+                        i += 1
+                    if buf[i + 1] == 0x0A:
+                        i += 2
+                        while buf[i] & 0x80:
+                            i += 1
+                        i += 1
+                        c_start = i + len(prefix)
+                        if buf[i:c_start] == prefix and c_start + nbytes <= p_end:
+                            return _array(buf, shape, dtype, c_start, nbytes, view)
             except IndexError:  # a damaged payload (events/ footers carry no payload CRC): walk it
-                c_start = -1
-            if c_start >= 0 and c_start + layout[3] <= p_end:
-                return _array(buf, layout[2], layout[1], c_start, layout[3], view)
+                pass
         value, learned = _walk(buf, p_start, p_end, name, base + offset, view)
         if key is not None and learned is not None:
             self._layouts[key] = learned

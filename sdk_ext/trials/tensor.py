@@ -137,9 +137,17 @@ class Tensor:
     def value(self, step_num: int, mode: ModeKeys = _GLOBAL, worker: str | None = None) -> np.ndarray[Any, Any]:
         """The saved array at ``step_num`` (dtype and shape as written)."""
         name = self.name
-        if mode is not _GLOBAL:
+        sf = None
+        if mode is _GLOBAL and worker is None:  # the hot path, inlined from _step_file
+            files = self._trial._index.by_step.get(step_num)
+            if files is not None:
+                for f in files:
+                    if name in f.names:
+                        sf = f
+                        break
+        if sf is None:
             mode = _mode(mode)
-        sf = self._step_file(step_num, mode, worker)
+            sf = self._step_file(step_num, mode, worker)
         loc = sf.raw.get(name)
         if loc is None:
             raise TensorUnavailableForStep(name, step_num, mode, has_reductions=name in sf.reductions)

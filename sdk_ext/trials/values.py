@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from sdk_ext.exceptions import SdkExtError, StorageNotFound
+from sdk_ext.format.paths import EVENTS_DIR, parse_event_key
 from sdk_ext.format.record_values import RecordDecoder
 from sdk_ext.storage import ReadRequest, Storage
 from sdk_ext.trials.options import TrialOptions, poll
@@ -180,6 +181,8 @@ class ValueReader:
             if data is not None:
                 return data
             raise EventFileUnavailable(key, "named by an index file but missing or short, and training has ended")
+        if self._superseded(key):
+            raise EventFileUnavailable(key, "missing, and its worker has written event files of later steps since")
         logger.info("waiting up to %.1f s for event file %s", self._options.event_file_timeout, key)
         data = poll(
             attempt,
@@ -193,6 +196,18 @@ class ValueReader:
                 key, f"named by an index file but still missing or short after {self._options.event_file_timeout} s"
             )
         return data
+
+    def _superseded(self, key: str) -> bool:
+        """Whether ``key`` is missing although its worker wrote a later step (it will not come; as smdebug)."""
+        parsed = parse_event_key(key)
+        if parsed is None or self._storage.exists(key):
+            return False
+        step, worker = parsed
+        for later in self._storage.list(EVENTS_DIR + "/", start_after=key):
+            found = parse_event_key(later)
+            if found is not None and found[1] == worker and found[0] > step:
+                return True
+        return False
 
     def clear(self) -> None:
         self.files.clear()

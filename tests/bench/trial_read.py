@@ -15,6 +15,7 @@ run counts:
 * ``sdk_ext values()``: the same, reading each tensor with ``Tensor.values()`` (batched);
 * ``smdebug``: the same calls on smdebug 1.0.34 (numpy 2.2.6, protobuf 3.20.3), environment as is,
   so ``SMDEBUG_TRAINING_END_DELAY_REFRESH`` has its default (1 s sleep at the first query);
+* ``smdebug, delay 0``: smdebug again with ``SMDEBUG_TRAINING_END_DELAY_REFRESH=0`` (informative);
 * ``raw``: list the trial directory and read every collections, index and event file whole with
   ``open().read()``: the I/O floor, no parsing or decoding.
 """
@@ -71,8 +72,12 @@ def run(reader: str, trial: Path, python: str) -> dict[str, Any]:
     env = dict(os.environ)
     if reader.startswith("sdk_ext") or reader == "raw":
         env["PYTHONPATH"] = str(REPO)
+    if reader == "smdebug_no_delay":
+        env["SMDEBUG_TRAINING_END_DELAY_REFRESH"] = "0"
+    worker_reader = "smdebug" if reader.startswith("smdebug") else reader
     done = subprocess.run(
-        [python, str(WORKER), reader, str(trial)], capture_output=True, text=True, env=env, check=False, timeout=3600
+        [python, str(WORKER), worker_reader, str(trial)], capture_output=True, text=True, env=env, check=False,
+        timeout=3600,
     )
     if done.returncode != 0:
         raise RuntimeError(f"{reader} failed on {trial}:\n{done.stderr[-3000:]}")
@@ -93,6 +98,7 @@ def measure(root: Path, kinds: list[str], repeat: int, smdebug: str | None) -> d
     readers = {"raw": sys.executable, "sdk_ext": sys.executable, "sdk_ext_values": sys.executable}
     if smdebug:
         readers["smdebug"] = smdebug
+        readers["smdebug_no_delay"] = smdebug  # informative: smdebug without its end-of-training sleep
     results: dict[str, dict[str, Any]] = {}
     for kind in kinds:
         trial = generate(root, kind)
@@ -112,9 +118,9 @@ def table(results: dict[str, dict[str, Any]], repeat: int) -> str:
     rows = [
         (
             "| trial | values | raw read | sdk_ext (open / names / values) | sdk_ext values() | smdebug 1.0.34 "
-            "| smdebug / sdk_ext | sdk_ext / raw |"
+            "| smdebug / sdk_ext | sdk_ext / raw | smdebug, delay 0 |"
         ),
-        "|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for kind, r in results.items():
         steps, tensors, shape = SHAPES[kind]
@@ -122,12 +128,15 @@ def table(results: dict[str, dict[str, Any]], repeat: int) -> str:
         sm = r.get("smdebug")
         sm_text = f"{sm['total_s']:.2f} s ({sm['open_s']:.2f} / {sm['tensor_names_s']:.2f} / {sm['values_s']:.2f})" if sm else "n/a"
         ratio = f"**{sm['total_s'] / ours['total_s']:.1f}x**" if sm else "n/a"
+        nd = r.get("smdebug_no_delay")
+        nodelay = f"{nd['total_s']:.2f} s ({nd['total_s'] / ours['total_s']:.1f}x)" if nd else "n/a"
         rows.append(
             f"| {kind}: {steps} steps x {tensors} x {'x'.join(map(str, shape))} f32 ({raw['bytes'] / 2**20:.0f} MiB, "
             f"{raw['files']} files) | {ours['values']} | {raw['total_s']:.3f} s "
             f"| {ours['total_s']:.3f} s ({ours['open_s']:.3f} / {ours['tensor_names_s']:.3f} / {ours['values_s']:.3f}) "
             f"| {r['sdk_ext_values']['total_s']:.3f} s | {sm_text} | {ratio} "
-            f"| **{ours['total_s'] / raw['total_s']:.2f}x** (values(): {r['sdk_ext_values']['total_s'] / raw['total_s']:.2f}x) |"
+            f"| **{ours['total_s'] / raw['total_s']:.2f}x** (values(): {r['sdk_ext_values']['total_s'] / raw['total_s']:.2f}x) "
+            f"| {nodelay} |"
         )
     return "\n".join(rows) + f"\n\nBest of {repeat} runs each, fresh process per run, warm page cache."
 

@@ -160,3 +160,17 @@ def test_large_values_are_writable_and_independent_between_reads(tmp_path, stora
     assert np.array_equal(trial.tensor("big").value(1), big + 1)
     values = trial.tensor("big").values()
     assert all(np.array_equal(v, big + s) and v.flags.writeable for s, v in values.items())
+
+
+def test_missing_event_file_is_given_up_at_once_when_its_worker_wrote_later_steps(tmp_path):
+    """As smdebug: a file skipped by its worker will never come, so there is nothing to wait for."""
+    b = TrialBuilder(LocalStorage(tmp_path))
+    b.collections()
+    b.step(0, tensors={"x": np.arange(3.0)}, write_event=False)
+    b.step(1, tensors={"x": np.arange(3.0)})
+    clock = FakeClock()
+    trial = create_trial(tmp_path, options=options(clock, event_file_timeout=60))
+    with pytest.raises(TensorUnavailableForStep) as err:
+        trial.tensor("x").value(0)
+    assert "later steps" in str(err.value.__cause__) and clock.sleeps == []
+    assert trial.tensor("x").value(1).tolist() == [0.0, 1.0, 2.0]

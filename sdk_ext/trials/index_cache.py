@@ -242,29 +242,37 @@ class TrialIndex:
         return (begin is None or step >= begin) and (end is None or step < end)
 
     def refresh(self) -> int:
-        """Read the index files that appeared since the last refresh. Returns how many were added."""
+        """Read the index files that appeared since the last refresh. Returns how many were added.
+
+        Raises:
+            IndexReaderException: a new index file is corrupt; it stays unread, so the next refresh
+                reads (and raises) again rather than going on without that step.
+        """
         wanted: list[tuple[str, int, str]] = []
         for key in self.storage.list(INDEX_DIR + "/", start_after=self._token):
             if key in self._seen:
                 continue
-            self._seen.add(key)
             parsed = parse_index_key(key)
             if parsed is None or not self._in_range(parsed[0]):
+                self._seen.add(key)
                 continue
             wanted.append((key, parsed[0], parsed[1]))
         added = 0
-        for at in range(0, len(wanted), _READ_BATCH):
-            batch = wanted[at : at + _READ_BATCH]
-            datas: list[bytes] = self.storage.read_many([ReadRequest(key) for key, _, _ in batch])
-            for (key, step, worker), data in zip(batch, datas):
-                step_file = self._parser.parse(data, key=key, step=step, worker=worker)
-                if step_file.names:  # smdebug ignores an index file without entries
-                    self._add(step_file)
-                    added += 1
-        if added:
-            self.generation += 1
-            logger.debug("read %d new index files from %s", added, self.storage.uri)
-        self._advance()
+        try:
+            for at in range(0, len(wanted), _READ_BATCH):
+                batch = wanted[at : at + _READ_BATCH]
+                datas: list[bytes] = self.storage.read_many([ReadRequest(key) for key, _, _ in batch])
+                for (key, step, worker), data in zip(batch, datas):
+                    step_file = self._parser.parse(data, key=key, step=step, worker=worker)
+                    self._seen.add(key)
+                    if step_file.names:  # smdebug ignores an index file without entries
+                        self._add(step_file)
+                        added += 1
+        finally:
+            if added:
+                self.generation += 1
+                logger.debug("read %d new index files from %s", added, self.storage.uri)
+            self._advance()
         return added
 
     def _add(self, sf: StepFile) -> None:

@@ -14,7 +14,7 @@ from sdk_ext.exceptions import (
     TensorUnavailableForStep,
 )
 from sdk_ext.storage import LocalStorage
-from sdk_ext.trials import TrialOptions, create_trial
+from sdk_ext.trials import Trial, TrialOptions, create_trial
 from tests.trial_builder import FakeClock, TrialBuilder
 
 
@@ -140,6 +140,13 @@ def test_corrupt_index_file_names_its_key(tmp_path):
     storage.write(written.index_key, written.index[:-10])
     with pytest.raises(IndexReaderException, match="index/000000000/000000000000_worker_0.json: not valid JSON"):
         create_trial(tmp_path, timeout=0)
+    trial = Trial(storage, options=TrialOptions(collections_timeout=0))
+    for _ in range(2):  # it stays unread, so every refresh says so (never a trial silently missing the step)
+        with pytest.raises(IndexReaderException):
+            trial.refresh()
+    storage.write(written.index_key, written.index)  # repaired
+    trial.refresh()
+    assert trial.steps() == [0] and trial.tensor("a").value(0).tolist() == [1.0, 1.0]
 
 
 @pytest.mark.parametrize("storage_kind", ["local", "memory"])

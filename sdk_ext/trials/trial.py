@@ -198,8 +198,9 @@ class Trial:
             return self._values.read_many(
                 [(sf.event_key, s, n, sf.event_size, name) for sf, (s, n) in located]  # type: ignore[misc]
             )
-        except EventFileUnavailable:
-            return [self._read(sf, loc, name, step, mode) for (sf, loc), step in zip(located, steps)]
+        except EventFileUnavailable as err:  # already waited for: say which step, do not wait again
+            step = next((st for (sf, _), st in zip(located, steps) if sf.event_key == err.key), steps[0])
+            raise TensorUnavailableForStep(name, step, mode) from err
 
     # --- tensors ---------------------------------------------------------------------------------------
 

@@ -90,6 +90,9 @@ def test_event_file_that_never_comes_is_unavailable_after_the_timeout_or_at_the_
         trial.tensor("x").value(0)
     assert "events/000000000000/000000000000_worker_0.tfevents" in str(err.value.__cause__)
     assert clock.slept == pytest.approx(4)
+    with pytest.raises(TensorUnavailableForStep, match="step 0"):
+        trial.tensor("x").values()  # the batch waits once too
+    assert clock.slept == pytest.approx(8)
     b.end()
     ended = create_trial(tmp_path, options=options(FakeClock(), event_file_timeout=4))
     with pytest.raises(TensorUnavailableForStep, match="not available for step 0"):

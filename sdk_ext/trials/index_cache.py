@@ -342,9 +342,6 @@ class TrialIndex:
         files = self.by_step.get(step)
         return files is not None and (len(files) >= self.num_workers or step <= self.last_complete_step)
 
-    def last_step_complete(self) -> bool:
-        return not self.steps or len(self.by_step[self.steps[-1]]) >= self.num_workers
-
     def files_at(self, step: int, mode: ModeKeys) -> tuple[int, list[StepFile]] | None:
         """``(global step, step files)`` for a step of ``mode`` (a global step for GLOBAL), or None."""
         if mode is ModeKeys.GLOBAL:

@@ -7,9 +7,9 @@ behave the same, with these deliberate differences:
   waited forever unless the end-of-training marker existed);
 * ``tensor_names(mode=X)`` for a mode never seen, or ``step=`` a step never saved, returns ``[]``
   (smdebug raised KeyError);
-* no fixed 1 s sleep at the end of training: the marker is checked before the listing that follows
-  it, so that listing holds every index file written before the marker; the reader re-lists for up
-  to ``training_end_delay`` only while the last step still lacks workers;
+* no 1 s sleep at the end of a one-worker job: the marker is checked before the listing that
+  follows it, so that listing holds every index file written before the marker (with several
+  workers, each writes the marker as it closes: the reader waits ``training_end_delay``, 1 s);
 * ``wait_for_steps`` leaves ``dynamic_refresh`` as it found it (smdebug switched it off for good);
 * a bad ``range_steps`` raises ConfigError (a ValueError), not AssertionError.
 
@@ -131,17 +131,19 @@ class Trial:
             self._finish()
 
     def _finish(self) -> None:
+        """Training ended: read the last index files, then never list again.
+
+        The marker was checked before the listing just made, and a worker commits its index files
+        before it writes the marker, so with one worker that listing holds everything: no wait.
+        With several, every worker writes the marker when *it* closes, so the first one done may
+        precede the others' last steps: wait ``training_end_delay`` (smdebug's 1 s) and list again.
+        """
         index, opts = self._index, self.options
-        if not index.last_step_complete() and opts.training_end_delay > 0:
-            logger.info("training ended; waiting up to %g s for the workers the last step lacks",
+        if index.num_workers > 1 and opts.training_end_delay > 0:
+            logger.info("training ended; listing again in %g s for the other workers' last steps",
                         opts.training_end_delay)
-
-            def attempt() -> bool | None:
-                index.refresh()
-                return True if index.last_step_complete() else None
-
-            poll(attempt, timeout=opts.training_end_delay, interval=min(opts.poll_interval, 0.1),
-                 clock=opts.clock, what="the last step's workers")
+            opts.clock.sleep(opts.training_end_delay)
+            index.refresh()
         self._loaded_all = True
         if index.steps:
             index.last_complete_step = max(index.last_complete_step, index.steps[-1])

@@ -85,6 +85,23 @@ class ValueReader:
         record = self._range(key, start, length)
         return self._decoder.decode(record, 0, length, name=key, base=start, key=tensor)
 
+    def prefetch(self, files: Sequence[tuple[str, int]]) -> None:
+        """Fetch these whole (small) event files into the cache in one batch; ``(key, size)`` pairs.
+
+        Best effort: a file missing or still short is left to the read that needs it (which waits).
+        """
+        wanted = [(k, n) for k, n in files if n <= self._options.whole_file_bytes and k not in self.files]
+        if not wanted:
+            return
+        self.requests += len(wanted)
+        try:
+            results = self._storage.read_many([ReadRequest(k) for k, _ in wanted])
+        except StorageNotFound:
+            return
+        for (key, size), data in zip(wanted, results):
+            if len(data) >= size:
+                self._remember(key, data)
+
     def read_many(self, requests: Sequence[Request]) -> list[np.ndarray[Any, Any]]:
         """Values of several records; storage requests for files not cached go out in one batch."""
         files: dict[str, int] = {}  # whole files to fetch -> their size

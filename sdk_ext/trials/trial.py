@@ -49,8 +49,6 @@ from sdk_ext.trials.values import EventFileUnavailable, ValueReader
 logger = logging.getLogger(__name__)
 
 _GLOBAL = ModeKeys.GLOBAL
-#: event files fetched in one batch once values are read step after step (see Trial._read_ahead)
-READ_AHEAD = 64
 class Trial:
     """The saved tensors of one training job. Build it with :func:`create_trial`.
 
@@ -84,7 +82,6 @@ class Trial:
         self._ended = False
         self._loaded_all = False
         self._tensors: dict[str, Tensor] = {}
-        self._last_miss: int | None = None  # step of the last value read not served by the file cache
 
     def __repr__(self) -> str:
         return f"<Trial {self.name!r} at {self.path}>"
@@ -186,7 +183,7 @@ class Trial:
                 return hit
         if sf.event_key is None:
             raise TensorUnavailableForStep(name, step, mode)
-        self._read_ahead(sf)
+        self._values.read_ahead(self._index, sf)
         try:
             value = self._values.read(sf.event_key, loc[0], loc[1], sf.event_size, name)
         except EventFileUnavailable as err:
@@ -194,29 +191,6 @@ class Trial:
         if cache is not None:
             cache[(sf.key, loc[0])] = value
         return value
-
-    def _read_ahead(self, sf: StepFile) -> None:
-        """On a second miss in a row walking forward through the steps, fetch the next files in one batch.
-
-        A loop over ``tensor.steps()`` then costs one storage round trip per ``READ_AHEAD`` steps
-        instead of one per step (S3); a lone ``value()`` fetches only its own file.
-        """
-        index = self._index
-        if sf.event_size > self.options.whole_file_bytes or sf.event_key in self._values.files:
-            return
-        at = bisect.bisect_left(index.steps, sf.step)
-        if at > 0 and index.steps[at - 1] == self._last_miss:
-            files = [
-                (f.event_key, f.event_size)
-                for step in index.steps[at : at + READ_AHEAD]
-                for f in index.by_step[step]
-                if f.event_key is not None
-            ]
-            self._values.prefetch(files)
-            # so that the miss just past this batch counts as the next step in a row
-            self._last_miss = index.steps[min(at + READ_AHEAD, len(index.steps)) - 1]
-        else:
-            self._last_miss = sf.step
 
     def _read_many(
         self, located: Sequence[tuple[StepFile, Location]], name: str, steps: Sequence[int], mode: ModeKeys

@@ -13,6 +13,7 @@ caches a short file, and decodes a record as soon as all of its bytes are presen
 
 from __future__ import annotations
 
+import bisect
 import logging
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -24,6 +25,7 @@ from sdk_ext.exceptions import SdkExtError, StorageNotFound
 from sdk_ext.format.paths import EVENTS_DIR, parse_event_key
 from sdk_ext.format.record_values import RecordDecoder
 from sdk_ext.storage import ReadRequest, Storage
+from sdk_ext.trials.index_cache import StepFile, TrialIndex
 from sdk_ext.trials.options import TrialOptions, poll
 
 logger = logging.getLogger(__name__)
@@ -33,6 +35,9 @@ T = TypeVar("T", bytes, memoryview)
 #: Records at least this large are read into memory the returned array keeps (``read_into``), when the
 #: storage can: a second copy of a large value costs more than the read (page faults on fresh memory).
 LARGE_RECORD = 64 << 10
+
+#: event files fetched in one batch once values are read step after step (see ValueReader.read_ahead)
+READ_AHEAD = 64
 
 #: (event file key, record start, record length, bytes the index says the file holds, tensor name)
 Request = tuple[str, int, int, int, str]
@@ -58,6 +63,7 @@ class ValueReader:
         self._decoder = RecordDecoder()
         self.decode = self._decoder.decode
         self._read_into = getattr(storage, "read_into", None)
+        self._last_miss: int | None = None  # step of the last value read the cache did not hold
         self.requests = 0  # storage requests made, for benchmarks and tests
 
     def _remember(self, key: str, data: bytes) -> None:
@@ -85,6 +91,24 @@ class ValueReader:
         record = self._range(key, start, length)
         return self._decoder.decode(record, 0, length, name=key, base=start, key=tensor)
 
+    def read_ahead(self, index: TrialIndex, sf: StepFile) -> None:
+        """Before reading a value of ``sf`` not in the cache: on a second such miss in a row walking
+        forward through the steps, fetch the next ``READ_AHEAD`` steps' small event files in one batch.
+
+        A loop over ``tensor.steps()`` then costs one storage round trip per ``READ_AHEAD`` steps
+        instead of one per step (S3); a lone ``value()`` fetches only its own file.
+        """
+        if sf.event_size > self._options.whole_file_bytes or sf.event_key in self.files:
+            return
+        steps = index.steps
+        at = bisect.bisect_left(steps, sf.step)
+        if at > 0 and steps[at - 1] == self._last_miss:
+            batch = steps[at : at + READ_AHEAD]
+            self.prefetch([(f.event_key, f.event_size) for s in batch for f in index.by_step[s] if f.event_key])
+            self._last_miss = batch[-1]  # so that the miss just past this batch continues the walk
+        else:
+            self._last_miss = sf.step
+
     def prefetch(self, files: Sequence[tuple[str, int]]) -> None:
         """Fetch these whole (small) event files into the cache in one batch; ``(key, size)`` pairs.
 
@@ -95,7 +119,7 @@ class ValueReader:
             return
         self.requests += len(wanted)
         try:
-            results = self._storage.read_many([ReadRequest(k) for k, _ in wanted])
+            results: list[bytes] = self._storage.read_many([ReadRequest(k) for k, _ in wanted])
         except StorageNotFound:
             return
         for (key, size), data in zip(wanted, results):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import numpy as np
 import pytest
 
@@ -207,7 +209,7 @@ def test_no_refresh_keeps_the_trial_as_read_until_the_block_ends():
 
 def test_reading_step_after_step_fetches_event_files_in_batches():
     class Counting(InMemoryStorage):
-        calls: list[int] = []  # files per storage call
+        calls: ClassVar[list[int]] = []  # files per storage call
 
         def read(self, key, *, start=0, length=None):
             if key.startswith("events/"):

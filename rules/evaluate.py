@@ -168,11 +168,13 @@ class Evaluator:
 
 
 def _write_message(text: str) -> None:
+    """SageMaker Processing shows the first 1 KB of this file as the job's ExitMessage."""
+    path = Path(os.environ.get("RULE_MESSAGE_FILE", CONTAINER_MESSAGE_FILE))
     try:
-        Path(CONTAINER_MESSAGE_FILE).parent.mkdir(parents=True, exist_ok=True)
-        Path(CONTAINER_MESSAGE_FILE).write_text(text[:1024], encoding="utf-8")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text[:1024], encoding="utf-8")
     except OSError:
-        logger.warning("could not write %s", CONTAINER_MESSAGE_FILE, exc_info=True)
+        logger.warning("could not write %s", path, exc_info=True)
 
 
 def _fetch_source(source: str, scratch: str) -> str:
@@ -195,11 +197,13 @@ def _open_trial(path: str, name: str, start: int, end: int | None, poll_interval
     from sdk_ext.format.paths import END_OF_JOB
     from sdk_ext.storage import open_storage
     from sdk_ext.trials import create_trial
+    from sdk_ext.trials.options import TrialOptions
 
+    options = TrialOptions.from_env(os.environ, poll_interval=poll_interval)
     warned = False
     while True:
         try:
-            return create_trial(path, name=name, range_steps=(start, end))
+            return create_trial(path, name=name, range_steps=(start, end), options=options)
         except MissingCollectionFiles:
             if open_storage(path).exists(END_OF_JOB):
                 raise
@@ -259,7 +263,7 @@ def run(args: argparse.Namespace, params: dict[str, str], evaluator: Evaluator) 
                     logger.warning("actions interrupted by a signal; the status stays IssuesFound")
             return code
         except NoMoreData as end:
-            return evaluator.report("NoIssuesFound", f"Training ended; last step evaluated: {end.last_step}")
+            return evaluator.report("NoIssuesFound", f"Training ended; last saved step: {end.last_step}")
         return evaluator.report("NoIssuesFound", f"Reached end_step {request.end_step}")
 
 

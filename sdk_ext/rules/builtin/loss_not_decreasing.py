@@ -37,7 +37,8 @@ def loss_verdict(previous: float, current: float, *, diff_percent: float,
     change = (current - previous) / scale * 100.0
     if change <= 0:
         if -change < diff_percent:
-            return f"decreased by only {fmt(-change)}% (diff_percent {fmt(diff_percent)})"
+            how = f"decreased by only {fmt(-change)}%" if change < 0 else "did not decrease"
+            return f"{how} (diff_percent {fmt(diff_percent)})"
         return None
     if change > increase_threshold_percent:
         return f"increased by {fmt(change)}% (increase_threshold_percent {fmt(increase_threshold_percent)})"

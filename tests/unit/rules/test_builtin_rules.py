@@ -317,3 +317,28 @@ def test_tree_depth_vectors():
     assert first_firing(TreeDepth(one(np.arange(63)))) == 0
     assert first_firing(TreeDepth(one([0]))) is None
     assert first_firing(TreeDepth(one(np.arange(63)), depth="5")) is None
+
+
+def test_stalled_rule_with_stop_training_skips_the_stop_when_two_jobs_match():
+    import boto3
+    from botocore.stub import Stubber
+
+    from sdk_ext.exceptions import RuleEvaluationConditionMet
+    from sdk_ext.rules import StalledTrainingRule
+
+    now = [0.0]
+    trial = FakeTrial().add(0, {"loss": 1.0})
+    rule = StalledTrainingRule(trial, threshold="60", stop_training_on_fire="True", training_job_name_prefix="job",
+                               clock=lambda: now[0], sleep=lambda s: now.__setitem__(0, now[0] + 10))
+    client = boto3.client("sagemaker", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
+    stub = Stubber(client)
+    summaries = [{"TrainingJobName": n, "TrainingJobArn": f"arn:aws:sagemaker:us-east-1:1:training-job/{n}",
+                  "CreationTime": "2024-01-01T00:00:00Z", "TrainingJobStatus": "InProgress"} for n in ("job-1", "job-2")]
+    stub.add_response("list_training_jobs", {"TrainingJobSummaries": summaries})
+    rule._actions._client_factory = lambda service: client
+    with stub, pytest.raises(RuleEvaluationConditionMet):
+        rule.invoke(0)
+        rule.invoke(1)
+    stub.assert_no_pending_responses()  # listed, and no StopTrainingJob (none stubbed: it would have failed)
+    with pytest.raises(ConfigError, match="training_job_name_prefix=None"):
+        StalledTrainingRule(trial, stop_training_on_fire="True")

@@ -34,6 +34,7 @@ from sdk_ext.exceptions import ConfigError  # light: no numpy; the rest is impor
 
 logger = logging.getLogger("sdk_ext.rules.evaluate")
 
+CONTAINER_ROOT = "/opt/ml/processing"
 CONTAINER_TRIAL_DIR = "/opt/ml/processing/input/tensors"
 CONTAINER_OUTPUT_DIR = "/opt/ml/processing/output/rule"
 CONTAINER_PARAMETERS_FILE = "/opt/ml/processing/input/config/rule_parameters.json"
@@ -82,6 +83,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def _parameters_from_args(args: argparse.Namespace) -> dict[str, str]:
     """RuleParameters from --param plus the flags; a flag contradicting a --param is an error."""
+    if not args.poll_interval > 0:
+        raise UsageError(f"--poll-interval {args.poll_interval!r}: must be a positive number of seconds")
     params: dict[str, str] = {}
     for item in args.param:
         key, sep, value = item.partition("=")
@@ -110,6 +113,11 @@ def _parameters_from_args(args: argparse.Namespace) -> dict[str, str]:
     return params
 
 
+def _in_container() -> bool:
+    return bool(os.environ.get("RULE_PARAMETERS") or os.environ.get("RULE_PARAMETERS_FILE")
+                or Path(CONTAINER_ROOT).is_dir())
+
+
 def _container_config() -> tuple[dict[str, str], argparse.Namespace]:
     """Container mode: SageMaker Processing paths; RuleParameters from env or a JSON file."""
     raw = os.environ.get("RULE_PARAMETERS")
@@ -135,8 +143,18 @@ def _container_config() -> tuple[dict[str, str], argparse.Namespace]:
         poll_interval=float(os.environ.get("RULE_POLL_INTERVAL", DEFAULT_POLL_INTERVAL)),
         no_actions=False,
     )
-    return {str(k): v if isinstance(v, str) else json.dumps(v) if not isinstance(v, (int, float)) else str(v)
-            for k, v in params.items()}, args
+    return {str(k): _as_parameter_string(v) for k, v in params.items()}, args
+
+
+def _as_parameter_string(value: object) -> str:
+    """A JSON value as the string SageMaker would have sent: lists comma-joined, objects as JSON."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return ",".join(_as_parameter_string(v) for v in value)
+    if isinstance(value, (bool, int, float)):
+        return str(value)
+    return json.dumps(value)
 
 
 class Evaluator:
@@ -279,7 +297,12 @@ def _on_signal(evaluator: Evaluator) -> Any:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    container = not argv
+    container = not argv and _in_container()
+    if not argv and not container:
+        _parser().print_usage(sys.stderr)
+        print("evaluate.py: no arguments and not in a rule container (no RULE_PARAMETERS, RULE_PARAMETERS_FILE "
+              "or /opt/ml/processing); see rules/README.md", file=sys.stderr)
+        return EXIT_ERROR
     evaluator = Evaluator(CONTAINER_OUTPUT_DIR if container else ".", None, container=container)
     previous = {s: signal.signal(s, _on_signal(evaluator)) for s in (signal.SIGTERM, signal.SIGINT)}
     logging.basicConfig(level=os.environ.get("SDK_EXT_LOG_LEVEL", "INFO").upper(),

@@ -241,3 +241,21 @@ def test_usage_error_without_output_dir_still_exits_2(tmp_path, repo_env):
     status = json.loads((tmp_path / "status.json").read_text())
     assert "--trial-dir" in status["StatusDetails"]
     assert os.environ.get("TRAINING_JOB_NAME") is None
+
+
+def test_no_arguments_outside_a_container_prints_usage(tmp_path, repo_env):
+    env = {k: v for k, v in repo_env.items() if not k.startswith("RULE_")}
+    proc = subprocess.run([sys.executable, EVALUATE], env=env, cwd=tmp_path, capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert proc.returncode == 2 and "usage:" in proc.stderr and not list(tmp_path.iterdir())
+
+
+def test_container_mode_parameters_file_with_json_values(grads_trial, tmp_path, repo_env):
+    out = tmp_path / "rule"
+    params = tmp_path / "rule_parameters.json"
+    params.write_text(json.dumps({"rule_to_invoke": "VanishingGradient", "threshold": 1e-10, "start_step": 0}))
+    env = {**repo_env, "TRIAL_DIR": str(grads_trial), "RULE_OUTPUT_DIR": str(out), "RULE_PARAMETERS_FILE": str(params),
+           "RULE_MESSAGE_FILE": str(tmp_path / "message")}
+    proc = subprocess.run([sys.executable, EVALUATE], env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 0 and json.loads((out / "status.json").read_text())["RuleConfigurationName"] == \
+        "VanishingGradient"

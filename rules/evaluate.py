@@ -209,8 +209,13 @@ def _fetch_source(source: str, scratch: str) -> str:
     return str(target)
 
 
-def _open_trial(path: str, name: str, start: int, end: int | None, poll_interval: float) -> Any:
-    """create_trial, waiting (as long as the job has not ended) for the job to write its first data."""
+def _open_trial(path: str, name: str, start: int, poll_interval: float) -> Any:
+    """create_trial, waiting (as long as the job has not ended) for the job to write its first data.
+
+    Steps before ``start`` are hidden (``range_steps``, as SageMaker's evaluator does); steps from
+    ``end_step`` on stay visible, so a live evaluation ends as soon as the job has passed ``end_step``
+    instead of when it ends (invoke_rule never evaluates them).
+    """
     from sdk_ext.exceptions import MissingCollectionFiles
     from sdk_ext.format.paths import END_OF_JOB
     from sdk_ext.storage import open_storage
@@ -221,7 +226,7 @@ def _open_trial(path: str, name: str, start: int, end: int | None, poll_interval
     warned = False
     while True:
         try:
-            return create_trial(path, name=name, range_steps=(start, end), options=options)
+            return create_trial(path, name=name, range_steps=(start, None), options=options)
         except MissingCollectionFiles:
             if open_storage(path).exists(END_OF_JOB):
                 raise
@@ -255,9 +260,8 @@ def run(args: argparse.Namespace, params: dict[str, str], evaluator: Evaluator) 
 
             cls = get_builtin_rule(request.rule_to_invoke)
         try:
-            base = _open_trial(args.trial_dir, "base_trial", request.start_step, request.end_step,
-                               args.poll_interval)
-            others = [_open_trial(p, f"other_trial_{i}", request.start_step, request.end_step, args.poll_interval)
+            base = _open_trial(args.trial_dir, "base_trial", request.start_step, args.poll_interval)
+            others = [_open_trial(p, f"other_trial_{i}", request.start_step, args.poll_interval)
                       for i, p in enumerate(request.other_trials)]
         except MissingCollectionFiles as err:
             return evaluator.report("Error", "ClientError: No debugging data was saved by the training job. Check "

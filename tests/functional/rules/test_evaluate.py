@@ -79,7 +79,7 @@ def test_no_issues_found_at_the_end_of_training_and_at_end_step(grads_trial, tmp
     assert "Training ended" in status["StatusDetails"]
     code, status, _ = evaluate(["--trial-dir", str(grads_trial), "--rule-name", "VanishingGradient",
                                 "--end-step", "4", "--output-dir", str(out)], repo_env)
-    assert (code, status["RuleEvaluationStatus"]) == (0, "NoIssuesFound")  # end_step is exclusive
+    assert (code, status["StatusDetails"]) == (0, "Reached end_step 4")  # end_step is exclusive
     every = write_trial(tmp_path / "every", [(s, {"gradient/w": np.full(4, 0.5)}) for s in range(6)])
     code, status, _ = evaluate(["--trial-dir", str(every), "--rule-name", "VanishingGradient",
                                 "--end-step", "4", "--output-dir", str(out)], repo_env)
@@ -259,3 +259,11 @@ def test_container_mode_parameters_file_with_json_values(grads_trial, tmp_path, 
     proc = subprocess.run([sys.executable, EVALUATE], env=env, capture_output=True, text=True, timeout=60, check=False)
     assert proc.returncode == 0 and json.loads((out / "status.json").read_text())["RuleConfigurationName"] == \
         "VanishingGradient"
+
+
+def test_end_step_ends_a_live_evaluation_once_the_job_has_passed_it(tmp_path, repo_env):
+    trial, out = tmp_path / "trial", tmp_path / "out"
+    write_trial(trial, [(0, {"gradient/w": np.full(4, 0.5)}), (10, {"gradient/w": np.full(4, 1e-9)})], end=False)
+    code, status, _ = evaluate(["--trial-dir", str(trial), "--rule-name", "VanishingGradient", "--end-step", "5",
+                                "--output-dir", str(out)], repo_env)  # the job has not ended: no NoMoreData
+    assert (code, status["StatusDetails"]) == (0, "Reached end_step 5")

@@ -98,7 +98,7 @@ def one_run(kind: str, root: Path, args: argparse.Namespace) -> float:
 def summarize(values: list[float]) -> dict[str, float]:
     ordered = sorted(values)
     return {"median": statistics.median(ordered), "mean": statistics.fmean(ordered), "min": ordered[0],
-            "max": ordered[-1], "p90": ordered[min(len(ordered) - 1, int(round(0.9 * (len(ordered) - 1))))]}
+            "max": ordered[-1], "p90": ordered[min(len(ordered) - 1, round(0.9 * (len(ordered) - 1)))]}
 
 
 def markdown(results: dict[str, dict[str, float]], args: argparse.Namespace, command: str) -> str:
@@ -107,9 +107,9 @@ def markdown(results: dict[str, dict[str, float]], args: argparse.Namespace, com
         "## Rules: detection latency (offending step written -> IssuesFound)",
         "",
         f"Command: `{command}`  ",
-        f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
-        f"{args.runs} runs per evaluator; writer saves one step every {args.interval} s, the gradient vanishes at "
-        f"step {args.bad_step}; sdk_ext poll interval {args.poll_interval} s.",
+        (f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
+         f"{args.runs} runs per evaluator; writer saves one step every {args.interval} s, the gradient vanishes at "
+         f"step {args.bad_step}; sdk_ext poll interval {args.poll_interval} s."),
         "",
         "| evaluator | median s | mean s | p90 s | min s | max s |",
         "|---|---|---|---|---|---|",
@@ -118,10 +118,11 @@ def markdown(results: dict[str, dict[str, float]], args: argparse.Namespace, com
         lines.append(f"| {kind} | {r['median']:.3f} | {r['mean']:.3f} | {r['p90']:.3f} | {r['min']:.3f} | "
                      f"{r['max']:.3f} |")
     if "smdebug" in results:
-        lines += ["", f"Ratio smdebug / sdk_ext (median): {results['smdebug']['median'] / results['sdk_ext']['median']:.1f}x"
-                  f"; worst case sdk_ext: {results['sdk_ext']['max']:.3f} s (target: < 2 s)."]
-    lines += ["", "t0 = the bad step's index file appears (polled every 1 ms by the benchmark); t1 = the "
-              "evaluator's IssuesFound (sdk_ext: status.json LastModifiedTime; smdebug: when invoke_rule raises).",
+        ratio = results["smdebug"]["median"] / results["sdk_ext"]["median"]
+        lines += ["", (f"Ratio smdebug / sdk_ext (median): {ratio:.1f}x; worst case sdk_ext: "
+                       f"{results['sdk_ext']['max']:.3f} s (target: < 2 s).")]
+    lines += ["", ("t0 = the bad step's index file appears (polled every 1 ms by the benchmark); t1 = the "
+                   "evaluator's IssuesFound (sdk_ext: status.json LastModifiedTime; smdebug: when invoke_rule raises)."),
               MARK_END]
     return "\n".join(lines)
 

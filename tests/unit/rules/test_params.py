@@ -93,9 +93,9 @@ def test_every_builtin_accepts_its_defaults_given_as_strings():
     for name, cls in BUILTIN_RULES.items():
         kwargs = {}
         for p in inspect.signature(cls).parameters.values():
-            if p.kind is p.POSITIONAL_OR_KEYWORD and p.name not in ("base_trial", "other_trials"):
-                if p.default is not None and p.default is not inspect.Parameter.empty:
-                    kwargs[p.name] = str(p.default)
+            if (p.kind is p.POSITIONAL_OR_KEYWORD and p.name not in ("base_trial", "other_trials")
+                    and p.default is not None and p.default is not inspect.Parameter.empty):
+                kwargs[p.name] = str(p.default)
         extra = {"other_trials": [FakeTrial()]} if name == "SimilarAcrossRuns" else {}
         if name in ("AllZero", "TensorVariance"):
             kwargs["tensor_regex"] = "w"

@@ -110,7 +110,7 @@ def test_a_run_of_unsaved_steps_is_crossed_in_one_jump():
     calls: list[int] = []
 
     class Counting(Recorder):
-        def invoke(self, step):  # noqa: D401 - counts calls, then does what Rule.invoke does
+        def invoke(self, step):  # counts calls, then does what Rule.invoke does
             calls.append(step)
             Rule.invoke(self, step)
 

@@ -209,8 +209,10 @@ def _fetch_source(source: str, scratch: str) -> str:
     return str(target)
 
 
-def _open_trial(path: str, name: str, start: int, poll_interval: float) -> Any:
-    """create_trial, waiting (as long as the job has not ended) for the job to write its first data.
+def _open_trial(path: str, name: str, start: int, poll_interval: float, *, wait: bool = True) -> Any:
+    """create_trial, waiting (with ``wait``, as long as the job has not ended) for its first data.
+
+    Other trials are finished jobs: they are not waited for beyond the reader's own timeout.
 
     Steps before ``start`` are hidden (``range_steps``, as SageMaker's evaluator does); steps from
     ``end_step`` on stay visible, so a live evaluation ends as soon as the job has passed ``end_step``
@@ -228,7 +230,7 @@ def _open_trial(path: str, name: str, start: int, poll_interval: float) -> Any:
         try:
             return create_trial(path, name=name, range_steps=(start, None), options=options)
         except MissingCollectionFiles:
-            if open_storage(path).exists(END_OF_JOB):
+            if not wait or open_storage(path).exists(END_OF_JOB):
                 raise
             if not warned:
                 logger.info("waiting for the training job to write its first data under %s", path)
@@ -261,7 +263,7 @@ def run(args: argparse.Namespace, params: dict[str, str], evaluator: Evaluator) 
             cls = get_builtin_rule(request.rule_to_invoke)
         try:
             base = _open_trial(args.trial_dir, "base_trial", request.start_step, args.poll_interval)
-            others = [_open_trial(p, f"other_trial_{i}", request.start_step, args.poll_interval)
+            others = [_open_trial(p, f"other_trial_{i}", request.start_step, args.poll_interval, wait=False)
                       for i, p in enumerate(request.other_trials)]
         except MissingCollectionFiles as err:
             return evaluator.report("Error", "ClientError: No debugging data was saved by the training job. Check "

@@ -104,6 +104,31 @@ def one_run(kind: str, root: Path, args: argparse.Namespace, interval: float, ba
             evaluator.wait()
 
 
+def stop_run(root: Path, args: argparse.Namespace) -> float:
+    """Seconds from SIGTERM to the evaluator's exit (code 4, status Stopped) while it waits for steps."""
+    import signal
+
+    import numpy as np
+
+    from tests.functional.rules.trial_writer import write_trial
+
+    trial, out = root / "stop-trial", root / "stop-out"
+    write_trial(trial, [(0, {"gradient/w": np.full(4, 0.5, dtype=np.float32)})], end=False)
+    evaluator = subprocess.Popen(
+        [sys.executable, str(REPO / "rules" / "evaluate.py"), "--trial-dir", str(trial), "--rule-name",
+         "VanishingGradient", "--output-dir", str(out), "--poll-interval", str(args.poll_interval)], env=_env())
+    _wait_for_file(out / "status.json", 30)
+    time.sleep(0.5)  # inside the wait loop
+    start = time.monotonic()
+    evaluator.send_signal(signal.SIGTERM)
+    code = evaluator.wait(timeout=30)
+    elapsed = time.monotonic() - start
+    status = json.loads((out / "status.json").read_text())
+    if code != 4 or status["RuleEvaluationStatus"] != "Stopped":
+        raise RuntimeError(f"SIGTERM: exit {code}, status {status}")
+    return elapsed
+
+
 def summarize(values: list[float]) -> dict[str, float]:
     ordered = sorted(values)
     return {"median": statistics.median(ordered), "mean": statistics.fmean(ordered), "min": ordered[0],
@@ -111,7 +136,7 @@ def summarize(values: list[float]) -> dict[str, float]:
 
 
 def markdown(results: dict[str, dict[str, dict[str, float]]], runs: dict[str, int], args: argparse.Namespace,
-             command: str) -> str:
+             command: str, stop: dict[str, float]) -> str:
     lines = [
         MARK_START,
         "## Rules: detection latency (offending step written -> IssuesFound)",
@@ -138,6 +163,9 @@ def markdown(results: dict[str, dict[str, dict[str, float]]], runs: dict[str, in
         "",
         f"Worst sdk_ext latency over all runs: {worst:.3f} s (target: < 2 s).",
         "",
+        (f"SIGTERM to exit (status Stopped, exit code 4), evaluator waiting for the next step, {args.stop_runs} runs: "
+         f"median {stop['median']:.3f} s, max {stop['max']:.3f} s (target: < 1 s)."),
+        "",
         ("t0 = the offending step's index file appears (the benchmark polls for it every 1 ms); t1 = the "
          "evaluator's IssuesFound (sdk_ext: `LastModifiedTime` in status.json; smdebug: when its `invoke_rule` "
          "raises). smdebug sleeps 2 s whenever the next step is not there yet and re-reads the index on every "
@@ -163,6 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     p.add_argument("--runs", type=int, default=10, help="runs per evaluator in the steady scenario")
     p.add_argument("--fast-runs", type=int, default=3, help="runs per evaluator in the fast-writer scenario")
+    p.add_argument("--stop-runs", type=int, default=5, help="SIGTERM-to-exit measurements")
     p.add_argument("--poll-interval", type=float, default=0.2)
     p.add_argument("--smdebug-python", default=os.environ.get("SMDEBUG_PYTHON"))
     p.add_argument("--write-md", action="store_true")
@@ -181,9 +210,15 @@ def main(argv: list[str] | None = None) -> int:
                     samples[kind].append(latency)
                     print(f"{scenario} run {i} {kind}: {latency:.3f} s", flush=True)
             results[scenario] = {k: summarize(v) for k, v in samples.items()}
+        stops = []
+        for i in range(args.stop_runs):
+            root = Path(tmp) / f"stop-{i}"
+            root.mkdir()
+            stops.append(stop_run(root, args))
+            print(f"stop run {i}: {stops[-1]:.3f} s", flush=True)
     shown = [a for a in (argv if argv is not None else sys.argv[1:]) if not a.startswith("--smdebug-python")]
     command = "SMDEBUG_PYTHON=.venv-smdebug/bin/python python -m tests.bench.rule_detection " + " ".join(shown)
-    text = markdown(results, runs, args, command.strip())
+    text = markdown(results, runs, args, command.strip(), summarize(stops))
     print(text)
     if args.write_md:
         write_md(text)

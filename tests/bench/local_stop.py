@@ -38,10 +38,14 @@ BAD_STEP = 30
 MARK_START, MARK_END = "<!-- bench:local_stop:start -->", "<!-- bench:local_stop:end -->"
 
 TRAIN = """
-import sys, time
+import json, os, sys, time
 import numpy as np
-from sdk_ext.hooks import Hook
-hook = Hook.create_from_json_file()
+from sdk_ext.hooks import Hook, SaveConfig
+if hasattr(Hook, "create_from_json_file"):
+    hook = Hook.create_from_json_file()
+else:  # until the hook reads SageMaker's config itself: the same settings, by hand
+    config = json.load(open(os.environ["SMDEBUG_CONFIG_FILE_PATH"]))
+    hook = Hook(config["LocalPath"], save_config=SaveConfig(save_interval=1), include_collections=["weights", "losses"])
 w = np.random.default_rng(0).standard_normal((256, 256)).astype(np.float32)
 for step in range(2000):
     with hook.step():

@@ -211,13 +211,6 @@ def _read(trial: Trial, name: str, steps: Sequence[int], *, norm: bool) -> Serie
 
 
 def _l2(tensor: Any, step: int) -> float:
-    """The L2 norm of the whole tensor: the hook's stored ``l2`` reduction if any, else from the value.
-
-    (Not ``Tensor.reduction_value(step, "l2")``, which follows smdebug: a 2-D value gets the spectral
-    norm there, and an SVD of a NaN matrix raises.)
-    """
-    stored = tensor.reduction_values(step)
-    if ("l2", False) in stored:
-        return _scalar(stored[("l2", False)])
+    """The L2 norm of the whole tensor: the stored ``l2`` reduction if any, else computed from the value."""
     with np.errstate(all="ignore"):
-        return float(np.linalg.norm(np.asarray(tensor.value(step), dtype=np.float64).ravel()))
+        return _scalar(tensor.reduction_value(step, "l2"))

@@ -1,14 +1,13 @@
 """Reductions computed on read, when a step stored the raw tensor but not the reduction asked for.
 
-Same arithmetic as smdebug's reader (numpy over the whole array): ``min max mean std variance sum
-prod`` (std/variance with N, ``ddof=0``), and the norms ``l1``/``l2`` as ``np.linalg.norm(x, ord)``
-on the array as it is, so a 2-D tensor gets the matrix norm (max column sum / spectral norm) that
-smdebug's numpy writers store. Deliberate difference: where that norm is undefined (3 or more
-dimensions; smdebug raises ``ValueError: Improper number of dimensions to norm``) the element-wise
-norm of the flattened array is returned, which is what the PyTorch hook stores for any rank; and a
-2-D tensor holding NaN or infinity gets NaN / infinity for its spectral norm (numpy's SVD raises
-``LinAlgError: SVD did not converge`` there, so smdebug's reader did too), which is what a rule
-looking for exploding values needs to see.
+``min max mean std variance sum prod`` over the whole array, as smdebug's reader (std/variance with
+N, ``ddof=0``). The norms ``l1``/``l2`` are element-wise over every element, for every rank: the
+sum of absolute values and the Euclidean (Frobenius) norm. That is what the hooks store (sdk_ext's
+and smdebug's PyTorch hook), so a reduction reads the same whether it was stored or computed.
+Deliberate difference: smdebug's reader applied ``np.linalg.norm`` to the array as it is, so a 2-D
+tensor got the *matrix* norm (max column sum / spectral norm: a different quantity from the stored
+one for the same call, and numpy's SVD raised ``LinAlgError`` on NaN), and 3-D or more raised
+``ValueError``.
 """
 
 from __future__ import annotations
@@ -63,14 +62,7 @@ def compute_reduction(op: str, value: np.ndarray[Any, Any], *, abs: bool = False
     data = np.absolute(value) if abs else value
     if op in NORM_OPS:
         order = 1 if op == "l1" else 2
-        if data.ndim == 0:
-            data = data.reshape(1)
-        elif data.ndim > 2:
-            data = data.reshape(-1)
-        if data.ndim == 2 and order == 2 and data.size and not np.all(np.isfinite(data)):
-            # the spectral norm of a matrix with NaN/inf is undefined; propagate it instead of raising
-            return np.float64(np.nan) if np.any(np.isnan(data)) else np.float64(np.inf)
-        return np.linalg.norm(data, ord=order)
+        return np.linalg.norm(data.reshape(-1), ord=order)
     return _FUNCS[op](data)
 
 

@@ -190,6 +190,20 @@ def test_norms_of_tensors_with_three_or_more_dimensions_are_element_wise():
     assert t.reduction_value(0, "l1") == pytest.approx(np.abs(conv).sum())
 
 
+def test_norms_of_a_matrix_are_element_wise_like_the_stored_ones():
+    """smdebug: reduction_value(step, "l2") of a 2-D tensor whose norm was not stored is the spectral
+    norm (l1: the max column sum), while the PyTorch hook stores the element-wise norm under the same
+    name, so one call meant two quantities (fixture c: 0.683 computed vs 0.905 element-wise)."""
+    s = InMemoryStorage()
+    b = TrialBuilder(s)
+    b.collections()
+    w = np.array([[3.0, -1.0], [0.0, 4.0]], dtype=np.float32)
+    b.step(0, tensors={"fc.weight": w})
+    t = create_trial(s, timeout=0).tensor("fc.weight")
+    assert t.reduction_value(0, "l2") == pytest.approx(np.sqrt(26.0))  # smdebug: 4.27 (spectral)
+    assert t.reduction_value(0, "l1") == pytest.approx(8.0)  # smdebug: 5.0 (max column sum)
+
+
 def test_wait_for_steps_leaves_dynamic_refresh_as_it_was():
     """smdebug: wait_for_steps runs inside refresh(trial), whose exit sets dynamic_refresh = False
     for good, so later queries never see new steps."""

@@ -45,6 +45,10 @@ class CollectionKeys:
     TREES = "trees"
 
 
+#: Every collection name smdebug knows: a collection of one of these names may be empty (e.g. ``metrics``
+#: in a PyTorch job, filled by ``save_tensor``); any other name needs a regex or tensor names.
+KNOWN_NAMES = frozenset(v for k, v in vars(CollectionKeys).items() if k.isupper())
+
 #: Collections of scalars: raw values only, no histograms; exported to TensorBoard as scalars.
 SCALAR_COLLECTIONS = frozenset(
     {
@@ -297,6 +301,7 @@ class CollectionManager:
 
 __all__ = [
     "BUILTIN_REGEXES",
+    "KNOWN_NAMES",
     "NON_REDUCTION_COLLECTIONS",
     "SCALAR_COLLECTIONS",
     "TRAIN_ONLY_COLLECTIONS",

@@ -40,7 +40,7 @@ def value_json(arr: np.ndarray[Any, Any]) -> dict[str, Any]:
 def decode_value_json(v: dict[str, Any]) -> np.ndarray[Any, Any]:
     if v.get("b64") is None:
         return np.array(v["list"])
-    return np.frombuffer(base64.b64decode(v["b64"]), dtype=v["dtype"]).reshape(v["shape"])
+    return np.frombuffer(base64.b64decode(v["b64"]), dtype=v["dtype"]).reshape(v["shape"]).copy()
 
 
 def dump_with_smdebug(python: Path | str, trial: Path | str, tmp: Path, timeout: float = 120) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 
-from sdk_ext.exceptions import ConfigError, InvalidCollectionConfiguration
+from sdk_ext.exceptions import ConfigError
 from sdk_ext.format.collection_file import CollectionsFile, CollectionSpec
 from sdk_ext.hooks.reduction_config import RAW_ONLY, ReductionConfig
 from sdk_ext.hooks.save_config import SaveConfig, SaveConfigMode
@@ -105,6 +105,8 @@ class Collection:
         self._reduction_config: ReductionConfig | None = None
         self._save_config: SaveConfig | None = None
         self._save_histogram = True
+        #: Framework modules whose inputs/outputs belong here: (module, inputs, outputs).
+        self.modules: list[tuple[object, bool, bool]] = []
         #: Bumped on every change; caches of matches compare it.
         self.version = 0
         if include_regex is not None:
@@ -182,6 +184,15 @@ class Collection:
             return False
         self._tensor_names.add(name)
         return True
+
+    def add_module_tensors(self, module: object, inputs: bool = False, outputs: bool = True) -> None:
+        """Include a framework module's inputs and/or outputs (smdebug's PyTorch API).
+
+        The hook turns this into regexes on the module's tensor names (``{module}_input_{i}``,
+        ``{module}_output_{i}``) once the module is registered and its name is known.
+        """
+        self.modules.append((module, inputs, outputs))
+        self.version += 1
 
     def has_tensor_name(self, name: str) -> bool:
         return name in self._tensor_names
@@ -274,13 +285,6 @@ class CollectionManager:
     def version(self) -> tuple[tuple[int, int], ...]:
         """Changes whenever a collection is added, replaced or changed."""
         return tuple((id(c), c.version) for c in self._collections.values())
-
-    def validate(self, builtin: Iterable[str] = BUILTIN_REGEXES) -> None:
-        """Raise InvalidCollectionConfiguration for a custom collection that can match nothing."""
-        names = set(builtin)
-        for c in self._collections.values():
-            if c.name not in names and not c.include_regex and not c.tensor_names:
-                raise InvalidCollectionConfiguration(c.name)
 
     def effective_reduction(self, coll: Collection, default: ReductionConfig) -> ReductionConfig:
         """The reduction config ``coll`` is saved with."""

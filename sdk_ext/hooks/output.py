@@ -22,7 +22,7 @@ from sdk_ext.hooks.policy import TensorPlan
 from sdk_ext.hooks.reductions import reduce_numpy
 from sdk_ext.hooks.writer import TrialWriter
 from sdk_ext.modes import ModeKeys
-from sdk_ext.storage import Storage
+from sdk_ext.storage import LocalStorage, Storage
 
 logger = logging.getLogger(__name__)
 
@@ -49,7 +49,8 @@ class TrialOutput:
         clock: Callable[[], float],
         tensorboard_dir: str | None = None,
     ) -> None:
-        self.writer = TrialWriter(storage, worker=worker, clock=clock)
+        # local disk: a step is complete before the next opens; remote: let uploads overlap two steps
+        self.writer = TrialWriter(storage, worker=worker, clock=clock, lag=0 if isinstance(storage, LocalStorage) else 2)
         self._collections = collections
         self._collections_written = False
         self._tb: Any = None

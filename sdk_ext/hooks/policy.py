@@ -112,7 +112,7 @@ class SavePolicy:
             if name not in self.manager
         ]
         for c in self.manager:
-            if c.name not in self._builtin and not c.include_regex and not c.tensor_names:
+            if c.name not in self._builtin and not (c.include_regex or c.tensor_names or c.modules):
                 problems.append(
                     f"collection {c.name!r} has neither include_regex nor tensor names, so it can match nothing; "
                     "give it include_regex"

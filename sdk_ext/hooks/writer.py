@@ -13,8 +13,10 @@ reader never meets an index pointing into a missing or half-written event file. 
 written while the step runs (a tensor's bytes go straight from the array to the file, never
 copied into a Python buffer first), so the caller may change the array as soon as
 :meth:`TrialWriter.write_tensor` returns. Committing (close + rename, or the upload) and the index
-write run on one background thread, in order; :meth:`TrialWriter.flush` waits for them and raises
-the first error they met.
+write run on one background thread, in order, overlapping the caller's work until the next
+step opens; :meth:`TrialWriter.flush` waits for them and raises the first error they met.
+Durability: with ``lag=0`` (the default, used for local disks) every step closed before the
+current one opened is complete on disk, so killing the process loses only the step in progress.
 """
 
 from __future__ import annotations
@@ -77,6 +79,10 @@ class _Committer:
             self._queue.join()
         self.raise_error()
 
+    @property
+    def pending(self) -> int:
+        return self._queue.unfinished_tasks
+
     def stop(self) -> None:
         if self._thread is not None and self._thread.is_alive():
             self._queue.put(_STOP)
@@ -113,7 +119,9 @@ class TrialWriter:
         worker: the worker name (``worker_{rank}``).
         clock: wall time of each record (``time.time``); tests pass a fixed one.
         background: commit files on a background thread (True) or inline.
-        max_pending: how many commits may wait before :meth:`close_step` blocks.
+        lag: how many closed steps may still be in flight when the next step opens. 0 (local disk)
+            means a step is on disk before the next one starts, so a crash loses only the step in
+            progress; remote storage may allow more to overlap uploads with training.
     """
 
     def __init__(
@@ -123,12 +131,13 @@ class TrialWriter:
         worker: str = DEFAULT_WORKER,
         clock: Callable[[], float] = time.time,
         background: bool = True,
-        max_pending: int = 4,
+        lag: int = 0,
     ) -> None:
         self.storage = storage
         self.worker = worker
         self.clock = clock
-        self._committer = _Committer(max_pending=max_pending) if background else None
+        self.lag = lag
+        self._committer = _Committer(max_pending=lag + 2) if background else None
         self._step: _OpenStep | None = None
         self.bytes_written = 0
 
@@ -147,6 +156,8 @@ class TrialWriter:
         if self._step is not None:
             self.close_step()
         if self._committer is not None:
+            if self._committer.pending > self.lag:
+                self._committer.join()
             self._committer.raise_error()
         self._step = _OpenStep(step, mode, mode_step)
 

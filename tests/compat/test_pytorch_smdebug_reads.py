@@ -10,15 +10,11 @@ from sdk_ext.hooks import ReductionConfig, SaveConfig, SaveConfigMode
 from sdk_ext.modes import ModeKeys
 from sdk_ext.pytorch import Hook
 from tests.functional.pytorch.models import Net, batches, train
-from tests.trial_dump import dump_with_format, dump_with_smdebug
+from tests.trial_dump import dump_with_format, dump_with_smdebug, dump_with_trials
 
-pytestmark = pytest.mark.smdebug
-
-
-def test_smdebug_reads_a_pytorch_hook_trial(tmp_path: Path, smdebug_python: Path) -> None:
+def write_trial(trial: Path) -> None:
     torch.manual_seed(1)
     model, loss_fn = Net(), nn.CrossEntropyLoss()
-    trial = tmp_path / "trial"
     hook = Hook(trial, save_config=SaveConfig({ModeKeys.TRAIN: SaveConfigMode(save_interval=2),
                                                ModeKeys.EVAL: SaveConfigMode(save_interval=1)}),
                 include_collections=["weights", "biases", "gradients"], include_regex=["relu_output"],
@@ -33,6 +29,18 @@ def test_smdebug_reads_a_pytorch_hook_trial(tmp_path: Path, smdebug_python: Path
             loss_fn(model(x), y)
     hook.close()
     assert hook.failure is None
+
+
+@pytest.fixture(scope="module")
+def pytorch_trial(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    trial = tmp_path_factory.mktemp("pt") / "trial"
+    write_trial(trial)
+    return trial
+
+
+@pytest.mark.smdebug
+def test_smdebug_reads_a_pytorch_hook_trial(pytorch_trial: Path, smdebug_python: Path, tmp_path: Path) -> None:
+    trial = pytorch_trial
     theirs = dump_with_smdebug(smdebug_python, trial, tmp_path)
     ours = dump_with_format(trial)
     assert theirs["modes"] == ["EVAL", "TRAIN"]
@@ -42,3 +50,9 @@ def test_smdebug_reads_a_pytorch_hook_trial(tmp_path: Path, smdebug_python: Path
     assert {"Net_fc1.weight", "gradient/Net_fc2.bias", "relu_output_0", "CrossEntropyLoss_output_0", "scalar/lr"} <= set(
         theirs["tensor_names"])
     assert theirs["tensors"] == ours["tensors"]  # values and stored reductions, bit for bit
+
+
+def test_the_projects_reader_reads_a_pytorch_hook_trial(pytorch_trial: Path) -> None:
+    mine, ours = dump_with_trials(pytorch_trial), dump_with_format(pytorch_trial)
+    for key in ("tensor_names", "workers", "modes", "steps", "mode_of_step", "tensors"):
+        assert mine[key] == ours[key], key

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.trial_dump import decode_value_json, dump_with_format, dump_with_smdebug
+from tests.trial_dump import decode_value_json, dump_with_format, dump_with_smdebug, dump_with_trials
 
 SCRIPT = Path(__file__).with_name("dist_train.py")
 
@@ -72,6 +72,14 @@ def test_smdebug_reads_the_two_worker_trial(all_workers_trial: Path, smdebug_pyt
     assert theirs["steps"] == ours["steps"]
     assert theirs["tensor_names"] == ours["tensor_names"]
     assert theirs["tensors"] == ours["tensors"]
+
+
+@pytest.mark.slow
+def test_the_projects_reader_reads_the_two_worker_trial(all_workers_trial: Path) -> None:
+    mine, ours = dump_with_trials(all_workers_trial), dump_with_format(all_workers_trial)
+    assert mine["workers"] == ["worker_0", "worker_1"]
+    for key in ("tensor_names", "steps", "mode_of_step", "tensors"):
+        assert mine[key] == ours[key], key
 
 
 @pytest.mark.parametrize("rank", [0, 1])

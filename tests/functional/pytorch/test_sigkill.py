@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.trial_dump import dump_with_format, dump_with_smdebug
+from tests.trial_dump import dump_with_format, dump_with_smdebug, dump_with_trials
 
 SCRIPT = Path(__file__).with_name("plain_train.py")
 KILL_AT = 4
@@ -55,3 +55,10 @@ def test_smdebug_opens_the_killed_trial(killed_trial: Path, smdebug_python: Path
     assert theirs["loaded_all_steps"] is False
     assert theirs["steps"]["GLOBAL"] == list(range(KILL_AT))
     assert theirs["tensors"] == ours["tensors"]
+
+
+def test_the_projects_reader_opens_the_killed_trial(killed_trial: Path) -> None:
+    mine, ours = dump_with_trials(killed_trial), dump_with_format(killed_trial)
+    assert mine["loaded_all_steps"] is False
+    assert mine["steps"]["GLOBAL"] == list(range(KILL_AT))
+    assert mine["tensors"] == ours["tensors"]

@@ -10,7 +10,6 @@ from sdk_ext.modes import ModeKeys
 from tests.trial_dump import dump_with_format, dump_with_smdebug, dump_with_trials
 
 
-
 def write_trial(out: Path) -> None:
     hook = Hook(
         out,

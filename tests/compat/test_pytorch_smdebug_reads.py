@@ -12,6 +12,7 @@ from sdk_ext.pytorch import Hook
 from tests.functional.pytorch.models import Net, batches, train
 from tests.trial_dump import dump_with_format, dump_with_smdebug, dump_with_trials
 
+
 def write_trial(trial: Path) -> None:
     torch.manual_seed(1)
     model, loss_fn = Net(), nn.CrossEntropyLoss()

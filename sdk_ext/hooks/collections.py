@@ -74,6 +74,9 @@ BUILTIN_REGEXES: dict[str, tuple[str, ...]] = {
 }
 
 
+_CHANGES = 0  # bumped by every change of any collection: a cheap "did anything change?" test
+
+
 def compile_regex(pattern: str, where: str) -> re.Pattern[str]:
     """Compile ``pattern``; ConfigError naming ``where`` and the regex error if it is invalid."""
     if not isinstance(pattern, str):
@@ -109,6 +112,7 @@ class Collection:
         self.modules: list[tuple[object, bool, bool]] = []
         #: Bumped on every change; caches of matches compare it.
         self.version = 0
+        self._changed()
         if include_regex is not None:
             self.include(include_regex)
         for t in tensor_names or ():
@@ -116,6 +120,11 @@ class Collection:
         self.reduction_config = reduction_config
         self.save_config = save_config
         self.save_histogram = save_histogram
+
+    def _changed(self) -> None:
+        global _CHANGES
+        self.version += 1
+        _CHANGES += 1
 
     @property
     def name(self) -> str:
@@ -138,7 +147,7 @@ class Collection:
         if value is not None and not isinstance(value, ReductionConfig):
             raise ConfigError(f"reduction_config must be a ReductionConfig, got {value!r}", where=f"collection {self._name!r}")
         self._reduction_config = value
-        self.version += 1
+        self._changed()
 
     @property
     def save_config(self) -> SaveConfig | None:
@@ -147,7 +156,7 @@ class Collection:
     @save_config.setter
     def save_config(self, value: SaveConfig | SaveConfigMode | dict[object, object] | int | None) -> None:
         self._save_config = None if value is None else SaveConfig.parse(value)
-        self.version += 1
+        self._changed()
 
     @property
     def save_histogram(self) -> bool:
@@ -158,7 +167,7 @@ class Collection:
         if not isinstance(value, bool):
             raise ConfigError(f"save_histogram must be True or False, got {value!r}", where=f"collection {self._name!r}")
         self._save_histogram = value
-        self.version += 1
+        self._changed()
 
     def include(self, regex: Iterable[str] | str) -> None:
         """Add one regex or several. Raises ConfigError for an invalid one."""
@@ -168,12 +177,12 @@ class Collection:
             if pattern not in self._regex:
                 self._regex.append(pattern)
                 self._compiled.append(comp)
-        self.version += 1
+        self._changed()
 
     def add_tensor_name(self, name: str) -> None:
         if name not in self._tensor_names:
             self._tensor_names.add(name)
-            self.version += 1
+            self._changed()
 
     def record_saved(self, name: str) -> bool:
         """Note that ``name`` was saved as a member (it already matches); True if it is new.
@@ -192,7 +201,7 @@ class Collection:
         ``{module}_output_{i}``) once the module is registered and its name is known.
         """
         self.modules.append((module, inputs, outputs))
-        self.version += 1
+        self._changed()
 
     def has_tensor_name(self, name: str) -> bool:
         return name in self._tensor_names
@@ -238,6 +247,7 @@ class CollectionManager:
 
     def __init__(self, collections: Iterable[Collection] = ()) -> None:
         self._collections: dict[str, Collection] = {}
+        self._adds = 0
         for c in collections:
             self.add(c)
 
@@ -254,6 +264,7 @@ class CollectionManager:
         if not isinstance(collection, Collection):
             raise ConfigError(f"expected a Collection, got {collection!r}", where="collections")
         self._collections[collection.name] = collection
+        self._adds += 1
 
     def get(self, name: str, create: bool = True) -> Collection:
         """The collection ``name``, created empty if missing and ``create``.
@@ -267,6 +278,7 @@ class CollectionManager:
                 raise KeyError(f"no collection named {name!r}; known: {', '.join(self._collections)}")
             coll = Collection(name)
             self._collections[name] = coll
+            self._adds += 1
         return coll
 
     def get_collections(self) -> dict[str, Collection]:
@@ -282,9 +294,9 @@ class CollectionManager:
         return len(self._collections)
 
     @property
-    def version(self) -> tuple[tuple[int, int], ...]:
-        """Changes whenever a collection is added, replaced or changed."""
-        return tuple((id(c), c.version) for c in self._collections.values())
+    def version(self) -> tuple[int, int]:
+        """Changes whenever a collection (of any manager) changes or one is added or replaced here."""
+        return _CHANGES, self._adds
 
     def effective_reduction(self, coll: Collection, default: ReductionConfig) -> ReductionConfig:
         """The reduction config ``coll`` is saved with."""

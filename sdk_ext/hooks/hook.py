@@ -334,7 +334,7 @@ class Hook:
 
     def _open_current_step(self, step: Step) -> None:
         self.policy.begin_step(step.mode, step.mode_step)
-        if self._out is not None and self.policy.active and not self._out.step_open:
+        if self.policy.active and self._out is not None and not self._out.step_open:
             self._out.open_step(step.global_step, step.mode, step.mode_step)
 
     def _refresh_step(self) -> None:
@@ -343,7 +343,7 @@ class Hook:
 
     def _end_step(self) -> None:
         self._in_step = False
-        if self._out is not None and self._out.step_open:
+        if self.policy.active and self._out is not None and self._out.step_open:
             changed, self.policy.names_changed = self.policy.names_changed, False
             self._out.close_step(collections_changed=changed)
 

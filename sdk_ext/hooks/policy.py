@@ -30,12 +30,13 @@ from sdk_ext.hooks.collections import (
     CollectionManager,
 )
 from sdk_ext.hooks.reduction_config import ReductionConfig
-from sdk_ext.hooks.save_config import SaveConfig
-from sdk_ext.modes import ModeKeys
+from sdk_ext.hooks.save_config import SaveConfig, SaveConfigMode
+from sdk_ext.modes import ALL_MODES, ModeKeys
 
 logger = logging.getLogger(__name__)
 
 _TRAIN_MODES = (ModeKeys.TRAIN, ModeKeys.GLOBAL)
+_NONE: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +79,7 @@ class SavePolicy:
         self._builtin = frozenset(builtin)
         self._version: object = None
         self._resolved: dict[str, _Resolved] = {}
+        self._groups: dict[ModeKeys, list[tuple[SaveConfigMode, frozenset[str]]]] = {}
         self._included: tuple[str, ...] = ()
         self._active: frozenset[str] = frozenset()
         self._step_saved = False
@@ -130,6 +132,13 @@ class SavePolicy:
                 train_only=c.name in TRAIN_ONLY_COLLECTIONS,
             )
         self._resolved = resolved
+        self._groups = {}
+        for mode in ALL_MODES:  # collections that share a save config are decided together
+            by_config: dict[SaveConfigMode, set[str]] = {}
+            for name, r in resolved.items():
+                if not (r.train_only and mode not in _TRAIN_MODES):
+                    by_config.setdefault(r.save.get_save_config(mode), set()).add(name)
+            self._groups[mode] = [(config, frozenset(names)) for config, names in by_config.items()]
         if CollectionKeys.ALL in self._include:
             self._included = tuple(resolved)
         else:
@@ -146,20 +155,14 @@ class SavePolicy:
 
     def begin_step(self, mode: ModeKeys, mode_step: int) -> bool:
         """Fix the active collections for a step; returns whether the step is saved."""
-        self.prepare()
-        verdicts: dict[int, bool] = {}
-        active = []
-        for name, r in self._resolved.items():
-            if r.train_only and mode not in _TRAIN_MODES:
-                continue
-            key = id(r.save)
-            verdict = verdicts.get(key)
-            if verdict is None:
-                verdict = verdicts[key] = r.save.should_save_step(mode, mode_step)
-            if verdict:
-                active.append(name)
-        self._active = frozenset(active)
-        self._step_saved = any(n in self._active for n in self._included)
+        if self.manager.version != self._version:
+            self.prepare()
+        active = _NONE
+        for config, names in self._groups[mode]:
+            if config.should_save_step(mode_step):
+                active = active | names
+        self._active = active
+        self._step_saved = bool(active) and not active.isdisjoint(self._included)
         return self._step_saved
 
     @property

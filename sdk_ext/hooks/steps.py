@@ -7,13 +7,12 @@ step, as smdebug records it. The mode set while a step is open applies from the 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from sdk_ext.modes import ModeKeys
 
 
-@dataclass(frozen=True, slots=True)
-class Step:
+class Step(NamedTuple):
     global_step: int
     mode: ModeKeys
     mode_step: int

@@ -56,12 +56,12 @@ class Hook(BaseHook):
         self._compiled = False
         self._params: list[tuple[str, nn.Parameter]] = []
         self._module_names: dict[nn.Module, str] = {}
-        self._always_hooked: set[nn.Module] = set()
-        self._forward_handles: dict[nn.Module, Any] = {}
-        self._grad_handles: list[Any] = []
+        self._losses: list[nn.Module] = []
+        self._step_handles: list[Any] = []  # hooks of the current saved step, removed when it ends
         self._hooks_version: object = None
         self._param_candidates: list[tuple[str, nn.Parameter]] = []
         self._grad_candidates: list[tuple[str, nn.Parameter]] = []
+        self._module_candidates: list[nn.Module] = []
         self._params_saved_at = -1
         self._counts: dict[str, int] = {}
 
@@ -79,9 +79,9 @@ class Hook(BaseHook):
         for name, sub in inner.named_modules():
             self._module_names[sub] = name if name else prefix
         if self._compiled:
+            del self._module_names[inner]
             self._module_names[module] = prefix
         module.register_forward_pre_hook(self._forward_pre)
-        self._add_forward_hook(module, always=True)
 
     register_hook = register_module
 
@@ -89,19 +89,18 @@ class Hook(BaseHook):
     def register_loss(self, loss_module: nn.Module) -> None:
         """Save the inputs/outputs of a loss module (``{LossClass}_output_0``) when collections claim them."""
         self._module_names[loss_module] = type(loss_module).__name__
-        self._add_forward_hook(loss_module, always=True)
+        if loss_module not in self._losses:
+            self._losses.append(loss_module)
+            self._hooks_version = None
+            if self._in_step and self.policy.active and self._params_saved_at == self._steps.current.global_step:
+                # registered in the middle of a saved step (zero-change: during its first call)
+                self._step_handles.append(loss_module.register_forward_hook(self._forward_post))
 
     @guarded
     def record_tensor_value(self, tensor_name: str, tensor_value: torch.Tensor) -> None:
         """Save a tensor computed outside modules (e.g. ``F.mse_loss(...)``) as ``{tensor_name}_output_0``."""
         self._ensure_step()
         self._save_module_tensors(tensor_name, "_output_", tensor_value)
-
-    def _add_forward_hook(self, module: nn.Module, *, always: bool = False) -> None:
-        if module not in self._forward_handles:
-            self._forward_handles[module] = module.register_forward_hook(self._forward_post)
-        if always:
-            self._always_hooked.add(module)
 
     # --- steps -----------------------------------------------------------------------------------
 
@@ -123,55 +122,53 @@ class Hook(BaseHook):
         if self._params_saved_at == step:
             return  # another forward in the same explicit step
         self._params_saved_at = step
-        self._sync_hooks()
+        self._sync_candidates()
         for name, param in self._param_candidates:
             plan = self.policy.plan(name)
             if plan is not None:
                 self._save(name, plan, param.data)
+        handles = self._step_handles
         if torch.is_grad_enabled():
             for name, param in self._grad_candidates:
                 if self.policy.plan(name) is not None:
-                    handle = param.register_hook(self._gradient_saver(name))  # type: ignore[no-untyped-call]
-                    self._grad_handles.append(handle)
+                    handles.append(param.register_hook(self._gradient_saver(name)))  # type: ignore[no-untyped-call]
+        for mod in self._module_candidates:  # picked up by this very call too (torch reads them after forward)
+            handles.append(mod.register_forward_hook(self._forward_post))
 
     def _end_step(self) -> None:
-        for handle in self._grad_handles:
-            handle.remove()
-        self._grad_handles.clear()
-        self._counts.clear()
+        if self._step_handles:
+            for handle in self._step_handles:
+                handle.remove()
+            self._step_handles.clear()
+        if self._counts:
+            self._counts.clear()
         super()._end_step()
 
-    def _sync_hooks(self) -> None:
-        """Recompute which parameters, gradients and submodules collections can claim (when collections changed)."""
+    def _sync_candidates(self) -> None:
+        """Which parameters, gradients and modules collections can claim (recomputed when collections change)."""
         self._resolve_module_collections()
         version = self.collection_manager.version
         if version == self._hooks_version:
             return
-        self._hooks_version = version
         policy = self.policy
         self._param_candidates = [(n, p) for n, p in self._params if policy.could_save(n)]
         self._grad_candidates = [
             (GRADIENT_PREFIX + n, p) for n, p in self._params if p.requires_grad and policy.could_save(GRADIENT_PREFIX + n)
         ]
-        wanted = set(self._always_hooked)
-        skipped = False
+        modules = list(self._losses)
         for module, name in self._module_names.items():
             claimed = any(
                 policy.could_save(f"{name}_{kind}_{i}") for kind in ("input", "output") for i in _PROBE_INDICES
             )
-            if claimed and module not in wanted:
-                if self._compiled:
-                    skipped = True
-                else:
-                    wanted.add(module)
-        if skipped:
-            self._warn_once("<modules>", "compiled", "inputs/outputs of submodules of a torch.compile'd model are not "
-                            "captured; register the uncompiled model to capture them")
-        for module in list(self._forward_handles):
-            if module not in wanted:
-                self._forward_handles.pop(module).remove()
-        for module in wanted:
-            self._add_forward_hook(module)
+            if not claimed or module in modules:
+                continue
+            if self._compiled and module is not self._model:
+                self._warn_once("<modules>", "compiled", "inputs/outputs of submodules of a torch.compile'd model are "
+                                "not captured; register the uncompiled model to capture them")
+            else:
+                modules.append(module)
+        self._module_candidates = modules
+        self._hooks_version = self.collection_manager.version
 
     def _resolve_module_collections(self) -> None:
         """Turn ``Collection.add_module_tensors`` entries into regexes on the modules' tensor names."""

@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 EXTRAS ?= pytorch,infra,sagemaker,test
 PIP_QUIET ?= -q
 
-.PHONY: all venv smdebug-venv test demo bench lint clean
+.PHONY: all venv smdebug-venv smdebug-venv-torch test demo bench lint clean
 
 all: test
 
@@ -29,13 +29,17 @@ $(SMDEBUG_VENV)/.stamp:
 
 smdebug-venv: $(SMDEBUG_VENV)/.stamp
 
+# smdebug's PyTorch hook, for the side-by-side hook benchmark only (tests do not need it).
+smdebug-venv-torch: smdebug-venv
+	$(SMDEBUG_VENV)/bin/pip install $(PIP_QUIET) torch==2.13.0
+
 test: venv smdebug-venv
 	SDK_EXT_REQUIRE_SMDEBUG=1 SMDEBUG_PYTHON=$(CURDIR)/$(SMDEBUG_VENV)/bin/python $(PY) -m pytest
 
 demo: venv
 	$(PY) examples/format_roundtrip.py demo-output/trial
 
-bench: venv smdebug-venv
+bench: venv smdebug-venv smdebug-venv-torch
 	SMDEBUG_PYTHON=$(CURDIR)/$(SMDEBUG_VENV)/bin/python $(PY) -m tests.bench
 
 lint: venv

@@ -50,7 +50,7 @@ from sdk_ext.hooks.reduction_config import RAW_ONLY, ReductionConfig
 from sdk_ext.hooks.save_config import SaveConfig, SaveConfigMode
 from sdk_ext.hooks.steps import Step, StepCounter
 from sdk_ext.modes import ModeKeys
-from sdk_ext.storage import Storage
+from sdk_ext.storage import LocalStorage, Storage
 
 logger = logging.getLogger(__name__)
 
@@ -299,7 +299,8 @@ class Hook:
         """End training: finish the open step, write the collections file and the end marker.
 
         The end marker (``training_job_end.ts``) is not written inside SageMaker (``TRAINING_JOB_NAME``
-        set), where the platform marks the end itself. Safe to call twice; never raises.
+        set), where the platform marks the end itself; with ``include_workers="all"`` every worker
+        writes it when it closes (as smdebug does). Safe to call twice; never raises.
         """
         if self._closed:
             return
@@ -360,7 +361,12 @@ class Hook:
         if writes and not self.dry_run:
             tb_dir = None
             if self.export_tensorboard:
-                tb_dir = self.tensorboard_dir or os.path.join(self.out_dir, "tensorboard")
+                tb_dir = self.tensorboard_dir
+                if tb_dir is None and isinstance(self.storage, LocalStorage):
+                    tb_dir = os.path.join(self.out_dir, "tensorboard")
+                elif tb_dir is None:
+                    logger.warning("TensorBoard export needs a local tensorboard_dir when out_dir is %s; not exporting",
+                                   self.out_dir)
             self._out = TrialOutput(
                 self.storage, worker=self.worker, collections=self._collections_file, clock=self._clock,
                 tensorboard_dir=tb_dir,

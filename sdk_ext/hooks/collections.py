@@ -77,6 +77,12 @@ BUILTIN_REGEXES: dict[str, tuple[str, ...]] = {
 _CHANGES = 0  # bumped by every change of any collection: a cheap "did anything change?" test
 
 
+def note_change() -> None:
+    """Record a change that affects what is saved (for caches keyed on the change counter)."""
+    global _CHANGES
+    _CHANGES += 1
+
+
 def compile_regex(pattern: str, where: str) -> re.Pattern[str]:
     """Compile ``pattern``; ConfigError naming ``where`` and the regex error if it is invalid."""
     if not isinstance(pattern, str):

@@ -28,6 +28,7 @@ from sdk_ext.hooks.collections import (
     Collection,
     CollectionKeys,
     CollectionManager,
+    note_change,
 )
 from sdk_ext.hooks.reduction_config import ReductionConfig
 from sdk_ext.hooks.save_config import SaveConfig, SaveConfigMode
@@ -98,6 +99,7 @@ class SavePolicy:
         if name not in self._include:
             self._include.append(name)
             self._version = None
+            note_change()
 
     def prepare(self) -> None:
         """Resolve every collection's configs; re-done only when a collection changed.
@@ -164,6 +166,15 @@ class SavePolicy:
         self._active = active
         self._step_saved = bool(active) and not active.isdisjoint(self._included)
         return self._step_saved
+
+    def quiet_steps(self, mode: ModeKeys, mode_step: int, limit: int = 1 << 20) -> int:
+        """How many steps after ``mode_step`` (same mode, collections unchanged) activate no collection."""
+        nearest = limit
+        for config, _ in self._groups.get(mode, ()):
+            nxt = config.next_step_after(mode_step)
+            if nxt is not None:
+                nearest = min(nearest, nxt - mode_step - 1)
+        return max(nearest, 0)
 
     @property
     def step_saved(self) -> bool:

@@ -29,6 +29,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from sdk_ext.hooks import collections as collections_module
 from sdk_ext.hooks.hook import Hook as BaseHook
 from sdk_ext.hooks.hook import guarded
 from sdk_ext.hooks.policy import TensorPlan
@@ -64,6 +65,8 @@ class Hook(BaseHook):
         self._module_candidates: list[nn.Module] = []
         self._params_saved_at = -1
         self._counts: dict[str, int] = {}
+        self._quiet = 0  # steps ahead known to save nothing (see _forward_pre)
+        self._quiet_token: tuple[int, Any] = (-1, None)
 
     # --- registration ----------------------------------------------------------------------------
 
@@ -110,13 +113,26 @@ class Hook(BaseHook):
             return dist.get_rank(), dist.get_world_size()
         return 0, 1
 
-    @guarded
     def _forward_pre(self, module: nn.Module, inputs: Any) -> None:
+        # Fast path, most steps: the policy said the next steps of this mode save nothing, and
+        # neither the mode nor any collection changed since. Only the counters move.
+        if self._quiet and self._quiet_token == (collections_module._CHANGES, self._steps.mode):
+            self._quiet -= 1
+            self._steps.next()
+            return
+        self._step_start(module)
+
+    @guarded
+    def _step_start(self, module: nn.Module) -> None:
         if self._explicit_steps:
             self._ensure_step()
         else:
             self._begin_step(None)
         if not self.policy.active:
+            if not self._explicit_steps and self._out_closed():
+                current = self._steps.current
+                self._quiet = self.policy.quiet_steps(current.mode, current.mode_step)
+                self._quiet_token = (collections_module._CHANGES, current.mode)
             return
         step = self._steps.current.global_step
         if self._params_saved_at == step:
@@ -134,6 +150,9 @@ class Hook(BaseHook):
                     handles.append(param.register_hook(self._gradient_saver(name)))  # type: ignore[no-untyped-call]
         for mod in self._module_candidates:  # picked up by this very call too (torch reads them after forward)
             handles.append(mod.register_forward_hook(self._forward_post))
+
+    def _out_closed(self) -> bool:
+        return self._out is None or not self._out.step_open
 
     def _end_step(self) -> None:
         if self._step_handles:

@@ -187,3 +187,27 @@ def test_a_failing_hook_never_stops_training(tmp_path: Path, caplog: pytest.LogC
     errors = [r for r in caplog.records if r.levelname == "ERROR"]
     assert len(errors) == 1 and errors[0].exc_info is not None and "disk on fire" in caplog.text
     hook.close()
+
+
+def test_steps_that_save_nothing_still_count_through_mode_and_collection_changes(tmp_path: Path) -> None:
+    model, loss_fn = Net(), nn.CrossEntropyLoss()
+    hook = Hook(tmp_path, save_config=SaveConfig({ModeKeys.TRAIN: SaveConfigMode(save_interval=4),
+                                                  ModeKeys.EVAL: SaveConfigMode(save_interval=3)}))
+    hook.register_module(model)
+    hook.register_loss(loss_fn)
+    hook.set_mode(ModeKeys.TRAIN)
+    train(model, loss_fn, batches(6))  # global 0-5, TRAIN 0-5: saved 0, 4
+    hook.set_mode(ModeKeys.EVAL)
+    with torch.no_grad():
+        for x, y in batches(4):  # global 6-9, EVAL 0-3: saved 0, 3
+            loss_fn(model(x), y)
+    hook.set_mode(ModeKeys.TRAIN)
+    train(model, loss_fn, batches(1))  # global 10, TRAIN 6: not saved
+    hook.get_collection("weights").save_config = SaveConfig(save_interval=1)
+    hook.policy.include("weights")
+    train(model, loss_fn, batches(2))  # global 11-12, TRAIN 7-8: weights every step, losses at 8
+    hook.close()
+    dump = dump_with_format(tmp_path)
+    assert dump["steps"] == {"GLOBAL": [0, 4, 6, 9, 11, 12], "TRAIN": [0, 4, 7, 8], "EVAL": [0, 3]}
+    assert sorted(dump["tensors"]["Net_fc1.weight"]) == ["11", "12"]
+    assert sorted(dump["tensors"]["CrossEntropyLoss_output_0"]) == ["0", "12", "4", "6", "9"]

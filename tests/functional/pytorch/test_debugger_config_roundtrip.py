@@ -10,11 +10,10 @@ from pathlib import Path
 import pytest
 from torch import nn
 
+from sdk_ext import debugger
 from sdk_ext.pytorch import Hook
 from tests.functional.pytorch.models import Net, batches, train
 from tests.trial_dump import dump_with_format
-
-debugger = pytest.importorskip("sdk_ext.debugger", reason="sdk_ext.debugger is not on this branch yet")
 
 
 def test_debugger_hook_config_round_trip(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -175,20 +175,22 @@ class Hook:
         self._in_step = False
 
     @classmethod
-    def create_from_json_file(cls: type[HookT], json_config_path: str | os.PathLike[str] | None = None) -> HookT:  # noqa: PYI019
+    def create_from_json_file(  # noqa: PYI019
+        cls: type[HookT], json_file_path: str | os.PathLike[str] | None = None, *, path: str | os.PathLike[str] | None = None
+    ) -> HookT:
         """A hook configured by SageMaker's ``debughookconfig.json`` (see :mod:`sdk_ext.hooks.json_config`).
 
-        ``json_config_path`` defaults to ``$SMDEBUG_CONFIG_FILE_PATH``, then
-        ``/opt/ml/input/config/debughookconfig.json``.
+        ``json_file_path`` (smdebug's name; ``path`` is the same) defaults to
+        ``$SMDEBUG_CONFIG_FILE_PATH``, then ``/opt/ml/input/config/debughookconfig.json``.
 
         Raises:
             ConfigError: the file is missing or invalid (every problem, each naming its key).
         """
         from sdk_ext.hooks import json_config
 
-        path = json_config.config_path(json_config_path)
-        kwargs = json_config.hook_kwargs_from_config(json_config.load_config_file(path), builtin=cls.builtin_collections)
-        logger.info("sdk_ext hook configured from %s: out_dir %s", path, kwargs["out_dir"])
+        file = json_config.config_path(json_file_path if json_file_path is not None else path)
+        kwargs = json_config.hook_kwargs_from_config(json_config.load_config_file(file), builtin=cls.builtin_collections)
+        logger.info("sdk_ext hook configured from %s: out_dir %s", file, kwargs["out_dir"])
         return cls(kwargs.pop("out_dir"), **kwargs)
 
     # --- public API ------------------------------------------------------------------------------

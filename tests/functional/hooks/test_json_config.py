@@ -127,6 +127,7 @@ def test_missing_file_and_env_path(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     with pytest.raises(ConfigError, match="does not exist"):
         Hook.create_from_json_file(tmp_path / "nope.json")
     path = write_config(tmp_path, {"LocalPath": str(tmp_path / "env-out")})
+    assert Hook.create_from_json_file(path=path).out_dir == str(tmp_path / "env-out")  # DESIGN's spelling
     monkeypatch.setenv("SMDEBUG_CONFIG_FILE_PATH", str(path))
     assert Hook.create_from_json_file().out_dir == str(tmp_path / "env-out")
 

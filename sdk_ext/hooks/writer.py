@@ -18,8 +18,8 @@ Durability and speed: with ``lag=0`` (the default; local disks) a step is commit
 index written) before :meth:`TrialWriter.close_step` returns, so killing the process loses only
 the step in progress. Creating files is what costs on a real disk (about 0.5 ms per new file or
 directory here, against 10 us for a rename), so a background thread creates them ahead of need:
-the index file of the open step, and the event file of the step expected next (the one after a
-saved step, when steps are saved back to back); a wrong guess is removed. Their temporary names
+the index file of the open step and, when steps are saved back to back, the event and index files
+of the next step while this one runs; a wrong guess is removed. Their temporary names
 are all a crash can leave. With ``lag > 0`` (remote storage) commits run on that thread and up to
 ``lag`` closed steps may still be uploading; :meth:`TrialWriter.flush` waits for them and raises
 the first error met.
@@ -107,24 +107,34 @@ class _Committer:
 
 
 class _Prepared:
-    """An object writer whose temporary file a background task is creating."""
+    """An object writer whose temporary file a background task is creating (a best effort: if that
+    fails, the file is created when it is needed, and that attempt reports the error)."""
 
-    __slots__ = ("key", "ready", "writer")
+    __slots__ = ("failed", "key", "ready", "writer")
 
     def __init__(self, key: str, writer: ObjectWriter) -> None:
         self.key, self.writer = key, writer
         self.ready = threading.Event()
+        self.failed = False
 
     def create(self) -> None:
         try:
             self.writer.write(b"")  # LocalStorage creates the directory and the .tmp file on first write
+        except Exception:
+            self.failed = True
+            logger.debug("creating %s ahead of time failed", self.key, exc_info=True)
         finally:
             self.ready.set()
 
+    def usable(self) -> bool:
+        self.ready.wait()
+        return not self.failed
+
     def discard(self) -> None:
         self.writer.abort()
-        with contextlib.suppress(OSError):
-            os.rmdir(os.path.dirname(self.writer._path))  # type: ignore[attr-defined]  # an event dir we made
+        if self.key.startswith("events/"):  # the step's own directory, made for this file alone
+            with contextlib.suppress(OSError):
+                os.rmdir(os.path.dirname(self.writer._path))  # type: ignore[attr-defined]
 
 
 class _OpenStep:
@@ -169,7 +179,7 @@ class TrialWriter:
         self.lag = lag
         self._committer = _Committer(max_pending=lag + 4) if background else None
         self._prepare = background and isinstance(storage, LocalStorage)
-        self._next_event: _Prepared | None = None
+        self._next: tuple[_Prepared | None, _Prepared | None] | None = None  # (event, index) of the step expected next
         self._last_saved = -2
         self._step: _OpenStep | None = None
         self.bytes_written = 0
@@ -184,8 +194,11 @@ class TrialWriter:
         else:
             self._committer.submit(task)
 
-    def _prepared(self, key: str) -> _Prepared:
-        prepared = _Prepared(key, self.storage.open_write(key))
+    def _prepared(self, key: str) -> _Prepared | None:
+        try:
+            prepared = _Prepared(key, self.storage.open_write(key))
+        except (OSError, StorageError):
+            return None  # created when needed instead, where the error is reported
         assert self._committer is not None
         self._committer.submit(prepared.create)
         return prepared
@@ -204,13 +217,19 @@ class TrialWriter:
             self._committer.raise_error()
         st = self._step = _OpenStep(step, mode, mode_step)
         if self._prepare:
-            st.index = self._prepared(index_key(step, self.worker))
-            guess, self._next_event = self._next_event, None
-            if guess is not None and guess.key == event_key(step, self.worker):
-                st.event_file, st.writer = guess.key, guess.writer
-                guess.ready.wait()
-            else:
-                self._discard(guess)
+            guess, self._next = self._next, None
+            event = index = None
+            if guess is not None:
+                event, index = guess
+                if index is None or index.key != index_key(step, self.worker):
+                    self._discard(event)
+                    self._discard(index)
+                    event = index = None
+            st.index = index or self._prepared(index_key(step, self.worker))
+            if event is not None and event.usable():
+                st.event_file, st.writer = event.key, event.writer
+            if step == self._last_saved + 1:  # saved back to back: create the next step's files while this one runs
+                self._next = (self._prepared(event_key(step + 1, self.worker)), self._prepared(index_key(step + 1, self.worker)))
 
     def _require_step(self) -> _OpenStep:
         if self._step is None:
@@ -267,16 +286,13 @@ class TrialWriter:
         def commit() -> None:
             if event_writer is not None:
                 event_writer.commit()
-            if index is None:
-                self.storage.write(index_key(st.step, self.worker), data)
-            else:
-                index.ready.wait()
+            if index is not None and index.usable():
                 index.writer.write(data)
                 index.writer.commit()
+            else:
+                self.storage.write(index_key(st.step, self.worker), data)
 
         self._run(commit, inline=self.lag == 0)
-        if self._prepare and st.step == self._last_saved + 1:  # saved back to back: the next one likely too
-            self._next_event = self._prepared(event_key(st.step + 1, self.worker))
         self._last_saved = st.step
         return True
 
@@ -291,6 +307,10 @@ class TrialWriter:
             if st.index is not None:
                 st.index.ready.wait()
                 st.index.writer.abort()
+            if self._next is not None:
+                self._discard(self._next[0])
+                self._discard(self._next[1])
+                self._next = None
         except OSError:
             logger.debug("could not remove the temporary files of step %d", st.step, exc_info=True)
 
@@ -314,8 +334,10 @@ class TrialWriter:
         try:
             if self._step is not None:
                 self.close_step()
-            self._discard(self._next_event)
-            self._next_event = None
+            if self._next is not None:
+                self._discard(self._next[0])
+                self._discard(self._next[1])
+                self._next = None
             self.flush()
         finally:
             if self._committer is not None:

@@ -1,6 +1,8 @@
 """One rank of a 2-process torch.distributed (gloo, CPU) DDP job with the sdk_ext PyTorch hook.
 
-Usage: python dist_train.py OUT_DIR RANK WORLD_SIZE PORT INCLUDE_WORKERS
+Usage: python dist_train.py OUT_DIR RANK WORLD_SIZE STORE_FILE INCLUDE_WORKERS
+
+The ranks meet through a file store (no fixed TCP port another process could take).
 """
 
 import os
@@ -16,9 +18,9 @@ from tests.functional.pytorch.models import Net, batches
 
 
 def main() -> None:
-    out, rank, world, port, include_workers = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=port)
-    dist.init_process_group("gloo", rank=rank, world_size=world)
+    out, rank, world, store, include_workers = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
+    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world)
     torch.manual_seed(0)
     model = DistributedDataParallel(Net())
     loss_fn = nn.CrossEntropyLoss()

@@ -1,7 +1,6 @@
 """torch.distributed: every rank writes worker_{rank} (include_workers="all") or only rank 0 ("one")."""
 
 import json
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -14,16 +13,10 @@ from tests.trial_dump import decode_value_json, dump_with_format, dump_with_smde
 SCRIPT = Path(__file__).with_name("dist_train.py")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def run_job(out: Path, include_workers: str, env: dict[str, str]) -> None:
-    port = str(free_port())
+    store = str(out.parent / f"{out.name}.store")
     procs = [
-        subprocess.Popen([sys.executable, str(SCRIPT), str(out), str(rank), "2", port, include_workers], env=env,
+        subprocess.Popen([sys.executable, str(SCRIPT), str(out), str(rank), "2", store, include_workers], env=env,
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         for rank in (0, 1)
     ]

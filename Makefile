@@ -45,8 +45,10 @@ test: venv smdebug-venv cdk-cli
 	SDK_EXT_REQUIRE_CDK_CLI=1 JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 \
 	SDK_EXT_REQUIRE_SMDEBUG=1 SMDEBUG_PYTHON=$(CURDIR)/$(SMDEBUG_VENV)/bin/python $(PY) -m pytest
 
+# A PyTorch job that goes wrong on purpose, run as a local SageMaker job: a rule catches it, the auto-stop
+# handler stops it, the report is written (examples/pytorch_diverge/).
 demo: venv
-	$(PY) examples/format_roundtrip.py demo-output/trial
+	$(PY) examples/pytorch_diverge/demo.py --jobs-dir demo-output
 
 bench: venv smdebug-venv smdebug-venv-torch
 	SMDEBUG_PYTHON=$(CURDIR)/$(SMDEBUG_VENV)/bin/python $(PY) -m tests.bench

@@ -18,7 +18,7 @@ class ModeKeys(Enum):
     GLOBAL = 4
 
     @classmethod
-    def parse(cls, value: "ModeKeys | str | int") -> "ModeKeys":
+    def parse(cls, value: ModeKeys | str | int) -> ModeKeys:
         """Accept a ModeKeys, its name (any case, surrounding blanks ignored) or its number.
 
         Raises:

@@ -199,10 +199,10 @@ def parse_collections(data: bytes, *, key: str = "<collections>") -> Collections
 
 __all__ = [
     "CollectionSpec",
-    "collection_to_dict",
     "CollectionsFile",
     "ReductionSpec",
     "SaveSpec",
+    "collection_to_dict",
     "encode_collections",
     "parse_collections",
 ]

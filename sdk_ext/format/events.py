@@ -166,7 +166,7 @@ def _raw_view(array: np.ndarray[Any, Any]) -> bytes | memoryview:
     array = np.ascontiguousarray(array)
     if array.dtype.name == "bfloat16":
         array = array.view(np.uint16)  # memoryview cannot export ml_dtypes' format code
-    return memoryview(array).cast("B")
+    return array.data.cast("B")
 
 
 def encode_tensor_event_parts(
@@ -272,7 +272,8 @@ def _decode_tensor(proto: Any, *, name: str, offset: int) -> np.ndarray[Any, Any
     if code == DT_BFLOAT16:
         raw = np.frombuffer(proto.tensor_content, dtype="<u2")
         if BFLOAT16 is not None:
-            return raw.view(BFLOAT16).reshape(dims).copy()
+            widened: np.ndarray[Any, Any] = raw.view(BFLOAT16).reshape(dims).copy()
+            return widened
         # Without ml_dtypes, widen exactly: a bfloat16 is the top half of a float32.
         return (raw.astype(np.uint32) << 16).view(np.float32).reshape(dims)
     dtype = CODE_TO_DTYPE.get(code)

@@ -5,7 +5,10 @@ prod`` (std/variance with N, ``ddof=0``), and the norms ``l1``/``l2`` as ``np.li
 on the array as it is, so a 2-D tensor gets the matrix norm (max column sum / spectral norm) that
 smdebug's numpy writers store. Deliberate difference: where that norm is undefined (3 or more
 dimensions; smdebug raises ``ValueError: Improper number of dimensions to norm``) the element-wise
-norm of the flattened array is returned, which is what the PyTorch hook stores for any rank.
+norm of the flattened array is returned, which is what the PyTorch hook stores for any rank; and a
+2-D tensor holding NaN or infinity gets NaN / infinity for its spectral norm (numpy's SVD raises
+``LinAlgError: SVD did not converge`` there, so smdebug's reader did too), which is what a rule
+looking for exploding values needs to see.
 """
 
 from __future__ import annotations
@@ -64,6 +67,9 @@ def compute_reduction(op: str, value: np.ndarray[Any, Any], *, abs: bool = False
             data = data.reshape(1)
         elif data.ndim > 2:
             data = data.reshape(-1)
+        if data.ndim == 2 and order == 2 and data.size and not np.all(np.isfinite(data)):
+            # the spectral norm of a matrix with NaN/inf is undefined; propagate it instead of raising
+            return np.float64(np.nan) if np.any(np.isnan(data)) else np.float64(np.inf)
         return np.linalg.norm(data, ord=order)
     return _FUNCS[op](data)
 

@@ -1,0 +1,64 @@
+"""The ``sdk-ext`` command: the whole Debugger loop on this machine, and a look at what it saved.
+
+    sdk-ext run train.py --rule ExplodingTensor --report -- --epochs 3   # a local job (script args after --)
+    sdk-ext run --request request.json                                            # a CreateTrainingJob request
+    sdk-ext trial PATH [--tensor NAME]          # steps, modes, collections, tensors; or one tensor's values
+    sdk-ext rules PATH --rule NAME              # run rules over a saved trial
+    sdk-ext report PATH [-o report.html]        # a self-contained HTML report
+
+Progress is shown on a terminal only; piped or in CI, the output is just the result. Exit codes:
+0 success, 1 the job failed, 2 bad usage or input, 3 (``rules``) a rule found issues.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+from sdk_ext import __version__
+from sdk_ext.exceptions import SdkExtError
+
+
+def parser() -> argparse.ArgumentParser:
+    from sdk_ext.local import cli_inspect, cli_run
+
+    p = argparse.ArgumentParser(prog="sdk-ext", description=__doc__.split("\n\n")[0])
+    p.add_argument("--version", action="version", version=f"sdk-ext {__version__}")
+    p.add_argument("--log-level", default="WARNING", help="log level of sdk_ext's messages (default WARNING)")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    cli_run.add_parser(sub)
+    cli_inspect.add_parsers(sub)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``sdk-ext``; returns the exit code."""
+    from sdk_ext.local.console import Console
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    script_args: list[str] = []
+    if "--" in argv:  # `sdk-ext run [options] SCRIPT -- ARGS...`: everything after -- is the script's
+        cut = argv.index("--")
+        argv, script_args = argv[:cut], argv[cut + 1:]
+    args = parser().parse_args(argv)
+    args.script_args = script_args
+    logging.basicConfig(level=getattr(logging, str(args.log_level).upper(), logging.WARNING),
+                        format="%(levelname)s %(name)s: %(message)s")
+    console = Console(quiet=getattr(args, "quiet", False))
+    try:
+        code: int = args.handler(args, console)
+    except (SdkExtError, ValueError, OSError) as err:
+        console.done()
+        sys.stderr.write(f"sdk-ext: {err}\n")
+        return 2
+    except KeyboardInterrupt:
+        console.done()
+        sys.stderr.write("sdk-ext: interrupted\n")
+        return 130
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

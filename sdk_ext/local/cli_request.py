@@ -1,0 +1,171 @@
+"""Building a CreateTrainingJob request from ``sdk-ext`` options (``--rule``, ``--collection``, ...).
+
+The request is what the v2 Estimator would send (``apply_debugger``), so a request saved by a local run
+(``request.json`` in its job directory) can be sent to SageMaker, and ``sdk-ext run --request`` runs
+one made for SageMaker. S3 paths in it are placeholders locally: the job directory holds everything.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import smdebug_rulesconfig as rule_configs
+
+from sdk_ext.debugger import CollectionConfig, DebuggerHookConfig, Rule, apply_debugger
+from sdk_ext.exceptions import ConfigError
+
+LOCAL_OUTPUT = "s3://sdk-ext-local/output"  # a placeholder: local jobs write into their job directory
+REGION = "us-east-1"  # only names the (unused) rule images
+
+
+class LocalSourceUploader:
+    """A custom rule's source stays where it is: the local evaluator reads ``file://`` URIs."""
+
+    def upload(self, local_path: str, *, rule_name: str, default_prefix: str | None) -> str:
+        return Path(local_path).resolve().as_uri()
+
+
+def _key(name: str) -> str:
+    return name.replace("_", "").lower()
+
+
+def builtin_rule(name: str) -> dict[str, Any]:
+    """``rule_configs.<rule>()`` for a built-in rule named like SageMaker does (case and ``_`` ignored).
+
+    Raises:
+        ConfigError: no such rule (the message lists them).
+    """
+    table = {_key(n): n for n in dir(rule_configs) if not n.startswith("_") and n.islower()
+             and callable(getattr(rule_configs, n))}
+    table = {k: v for k, v in table.items() if isinstance(_call(v), Mapping) and "DebugRuleConfiguration" in _call(v)}
+    found = table.get(_key(name))
+    if found is None:
+        names = sorted(_call(v)["DebugRuleConfiguration"]["RuleConfigurationName"] for v in table.values())
+        raise ConfigError(f"--rule {name!r}: not a built-in rule; choose one of {', '.join(names)} "
+                          "(or --custom-rule FILE.py:CLASS)", where="arguments")
+    config: dict[str, Any] = _call(found)
+    return config
+
+
+def _call(function_name: str) -> Any:
+    try:
+        return getattr(rule_configs, function_name)()
+    except TypeError:
+        return None
+
+
+def split_param(text: str, option: str, *, named: bool) -> tuple[str, str, str]:
+    """``NAME:KEY=VALUE`` (named) or ``KEY=VALUE`` -> (name, key, value)."""
+    name, rest = "", text
+    if named:
+        name, sep, rest = text.partition(":")
+        if not sep or not name:
+            raise ConfigError(f"{option} {text!r}: expected NAME:KEY=VALUE, e.g. {option} "
+                              "LossNotDecreasing:num_steps=5", where="arguments")
+    key, sep, value = rest.partition("=")
+    if not sep or not key:
+        example = "NAME:KEY=VALUE" if named else "KEY=VALUE"
+        raise ConfigError(f"{option} {text!r}: expected {example}", where="arguments")
+    return name, key, value
+
+
+def _grouped(items: Sequence[str], option: str) -> dict[str, dict[str, str]]:
+    out: dict[str, dict[str, str]] = {}
+    for item in items:
+        name, key, value = split_param(item, option, named=True)
+        out.setdefault(name, {})[key] = value
+    return out
+
+
+def default_job_name(script: Path, now: datetime | None = None) -> str:
+    """``<script stem>-<UTC time>``, cut to SageMaker's 63 characters of letters, digits and hyphens."""
+    stamp = (now or datetime.now(timezone.utc)).strftime("%Y%m%d-%H%M%S-%f")[:-3]
+    stem = re.sub(r"[^a-zA-Z0-9]+", "-", script.stem).strip("-") or "job"
+    return f"{stem[: 62 - len(stamp)]}-{stamp}"
+
+
+def build_request(
+    *,
+    script: Path | None,
+    base: Mapping[str, Any] | None,
+    job_name: str | None,
+    rules: Sequence[str] = (),
+    rule_params: Sequence[str] = (),
+    custom_rules: Sequence[str] = (),
+    collections: Sequence[str] = (),
+    collection_params: Sequence[str] = (),
+    hook_params: Sequence[str] = (),
+    hyperparameters: Sequence[str] = (),
+    save_interval: int | None = None,
+) -> dict[str, Any]:
+    """The request for ``sdk-ext run``: ``base`` (a saved request) or a new one for ``script``, with the
+    options applied through ``apply_debugger``.
+
+    Raises:
+        ConfigError / DebuggerConfigError: every bad option, named.
+    """
+    if base is not None:
+        request = dict(base)
+    else:
+        assert script is not None
+        request = {
+            "AlgorithmSpecification": {"TrainingImage": "sdk-ext-local", "TrainingInputMode": "File"},
+            "RoleArn": "arn:aws:iam::000000000000:role/sdk-ext-local",
+            "OutputDataConfig": {"S3OutputPath": LOCAL_OUTPUT},
+            "ResourceConfig": {"InstanceType": "local", "InstanceCount": 1, "VolumeSizeInGB": 1},
+            "StoppingCondition": {"MaxRuntimeInSeconds": 86400},
+        }
+    if job_name is not None or "TrainingJobName" not in request:
+        request["TrainingJobName"] = job_name or default_job_name(script or Path("job"))
+    hps = dict(request.get("HyperParameters") or {})
+    for item in hyperparameters:
+        _, key, value = split_param(item, "--hyperparameter", named=False)
+        hps[key] = value
+    if script is not None:
+        hps["sagemaker_program"] = json.dumps(script.name)
+        hps["sagemaker_submit_directory"] = json.dumps(str(script.resolve().parent))
+    request["HyperParameters"] = hps
+    per_rule = _grouped(rule_params, "--rule-param")
+    per_collection = _grouped(collection_params, "--collection-param")
+    named = {_key(r) for r in rules} | {_key(c.rpartition(":")[2]) for c in custom_rules}
+    unknown = [n for n in per_rule if _key(n) not in named]
+    if unknown:
+        raise ConfigError(f"--rule-param for {unknown}, which no --rule or --custom-rule names", where="arguments")
+    rule_objects = []
+    for name in rules:
+        params = next((p for n, p in per_rule.items() if _key(n) == _key(name)), None)
+        rule_objects.append(Rule.sagemaker(builtin_rule(name), rule_parameters=params))
+    for spec in custom_rules:
+        path, sep, cls = spec.rpartition(":")
+        if not sep or not path or not cls:
+            raise ConfigError(f"--custom-rule {spec!r}: expected FILE.py:CLASS", where="arguments")
+        params = next((p for n, p in per_rule.items() if _key(n) == _key(cls)), None)
+        rule_objects.append(Rule.custom(name=cls, image_uri="sdk-ext-local", instance_type="local",
+                                        volume_size_in_gb=1, source=str(Path(path).resolve()), rule_to_invoke=cls,
+                                        rule_parameters=params))
+    names = list(dict.fromkeys([*collections, *per_collection]))
+    hook_parameters = dict(split_param(h, "--hook-param", named=False)[1:] for h in hook_params)
+    if save_interval is not None:
+        hook_parameters["save_interval"] = str(save_interval)
+    touches_hook = bool(names or hook_parameters or rule_objects) or "DebugHookConfig" not in request
+    if touches_hook:
+        existing = request.get("DebugHookConfig") or {}
+        hook = DebuggerHookConfig(
+            s3_output_path=existing.get("S3OutputPath") or LOCAL_OUTPUT,
+            hook_parameters={**(existing.get("HookParameters") or {}), **hook_parameters} or None,
+            collection_configs=[CollectionConfig(n, per_collection.get(n)) for n in names] or None)
+        request.pop("DebugHookConfig", None)
+        existing_collections = existing.get("CollectionConfigurations") or []
+        request = apply_debugger(request, debugger_hook_config=hook, rules=rule_objects or None, region=REGION,
+                                 disable_profiler=True, uploader=LocalSourceUploader())
+        request["DebugHookConfig"]["CollectionConfigurations"] = [
+            *existing_collections, *request["DebugHookConfig"]["CollectionConfigurations"]]
+    if save_interval is not None:  # every collection, the rules' 500-step defaults included
+        for collection in request["DebugHookConfig"]["CollectionConfigurations"]:
+            collection.setdefault("CollectionParameters", {})["save_interval"] = str(save_interval)
+    return request

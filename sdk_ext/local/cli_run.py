@@ -1,0 +1,155 @@
+"""``sdk-ext run``: a training script (or a saved CreateTrainingJob request) as a local job."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+from sdk_ext.exceptions import ConfigError
+from sdk_ext.local.cli_request import build_request
+from sdk_ext.local.client import LocalSageMakerClient
+from sdk_ext.local.console import Console
+from sdk_ext.local.runner import LocalSettings
+
+DEFAULT_SAVE_INTERVAL = 10
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("run", help="run a training script as a local job with Debugger rules and auto-stop",
+                       description="Run a training script (or a CreateTrainingJob request) as a local SageMaker "
+                       "job: the hook writes tensors, one rule evaluator per rule reads them live, and the "
+                       "auto-stop handler stops the job when a rule finds an issue.")
+    p.add_argument("script", nargs="?", type=Path, help="the training script (python); omit with --request. "
+                   "Arguments for the script go after --")
+    p.add_argument("--request", type=Path, help="a CreateTrainingJob request (JSON) to run, e.g. a job's request.json")
+    p.add_argument("--job-name", help="TrainingJobName (default: <script>-<UTC time>)")
+    p.add_argument("--jobs-dir", type=Path, default=Path("sdk-ext-jobs"),
+                   help="job directories go here (default: ./sdk-ext-jobs)")
+    p.add_argument("--rule", action="append", default=[], metavar="NAME", help="a built-in rule, e.g. ExplodingTensor")
+    p.add_argument("--rule-param", action="append", default=[], metavar="RULE:KEY=VALUE", help="a rule parameter")
+    p.add_argument("--custom-rule", action="append", default=[], metavar="FILE.py:CLASS", help="your own rule class")
+    p.add_argument("--collection", action="append", default=[], metavar="NAME", help="a collection to save")
+    p.add_argument("--collection-param", action="append", default=[], metavar="NAME:KEY=VALUE")
+    p.add_argument("--hook-param", action="append", default=[], metavar="KEY=VALUE", help="a HookParameters entry")
+    p.add_argument("--save-interval", type=int, metavar="N",
+                   help=f"save every N steps, every collection (default for a script: {DEFAULT_SAVE_INTERVAL}; "
+                   "SageMaker's rule defaults save every 500 steps)")
+    p.add_argument("-H", "--hyperparameter", action="append", default=[], metavar="KEY=VALUE",
+                   help="passed to the script as --KEY VALUE")
+    p.add_argument("--zero-change", action="store_true",
+                   help="run the script through sdk_ext.pytorch.run (a hook without code changes)")
+    p.add_argument("--no-auto-stop", action="store_true", help="do not deliver events to the auto-stop handler")
+    p.add_argument("--stop-grace", type=float, default=10.0, help="seconds from SIGTERM to SIGKILL (default 10)")
+    p.add_argument("--rule-timeout", type=float, default=60.0,
+                   help="seconds rules may run after training ended (default 60)")
+    p.add_argument("--report", action="store_true", help="write the HTML report (<job dir>/report.html)")
+    p.add_argument("--report-file", type=Path, metavar="PATH", help="write the HTML report here")
+    p.add_argument("--expect-status", choices=["Completed", "Stopped", "Failed"],
+                   help="exit 1 unless the job ends in this status")
+    p.add_argument("--json", action="store_true", help="print the final DescribeTrainingJob response as JSON")
+    p.add_argument("-q", "--quiet", action="store_true", help="only the result")
+    p.add_argument("-v", "--verbose", action="store_true", help="echo the script's output even when not a terminal")
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace, console: Console) -> int:
+    if args.script is None and args.request is None:
+        raise ConfigError("give a training script, or --request FILE.json", where="arguments")
+    base = json.loads(args.request.read_text(encoding="utf-8")) if args.request else None
+    if base is not None and not isinstance(base, dict):
+        raise ConfigError(f"{args.request} must hold a JSON object (CreateTrainingJob parameters)", where="arguments")
+    save_interval = args.save_interval
+    if save_interval is None and args.script is not None and base is None:
+        save_interval = DEFAULT_SAVE_INTERVAL
+    request = build_request(
+        script=args.script, base=base, job_name=args.job_name, rules=args.rule, rule_params=args.rule_param,
+        custom_rules=args.custom_rule, collections=args.collection, collection_params=args.collection_param,
+        hook_params=args.hook_param, hyperparameters=args.hyperparameter, save_interval=save_interval)
+    echo = console.result if args.verbose and not args.quiet else console.echo
+    settings = LocalSettings(jobs_root=args.jobs_dir, stop_grace=args.stop_grace, rule_timeout=args.rule_timeout,
+                             auto_stop=not args.no_auto_stop, output=echo)
+    client = LocalSageMakerClient(settings)
+    runner = client.prepare_job(request, script_args=args.script_args, zero_change=args.zero_change)
+    console.status(f"{runner.name}: starting")
+    watcher = _Watcher(runner, console)
+    watcher.start()
+    try:
+        final = runner.run()
+    finally:
+        watcher.stop()
+        console.done()
+    report_path = None
+    if args.report or args.report_file:
+        from sdk_ext.local.report import write_report
+
+        report_path = args.report_file or runner.dir.root / "report.html"
+        try:
+            write_report(runner.dir.root, report_path, progress=console.progress)
+        except Exception as err:  # noqa: BLE001 (the job ran; a report that cannot be drawn is reported, not fatal)
+            console.result(f"report not written: {type(err).__name__}: {err}")
+            report_path = None
+        finally:
+            console.done()
+    if args.json:
+        from sdk_ext.local.events import to_json
+
+        console.result(json.dumps(to_json(final), indent=2))
+    else:
+        for line in summary_lines(final, runner.dir.root, report_path):
+            console.result(line)
+    status = final["TrainingJobStatus"]
+    if args.expect_status is not None and status != args.expect_status:
+        console.result(f"expected the job to end {args.expect_status}, but it ended {status}")
+        return 1
+    return 1 if status == "Failed" and args.expect_status != "Failed" else 0
+
+
+def summary_lines(final: dict[str, Any], job_dir: Path, report: Path | None) -> list[str]:
+    """What ``sdk-ext run`` prints at the end (``make demo`` shows it)."""
+    from sdk_ext.local.report_data import stop_decisions, verdicts_of
+
+    lines = [f"Job {final['TrainingJobName']}: {final['TrainingJobStatus']} ({final['SecondaryStatus']})"]
+    if final.get("FailureReason"):
+        lines.append("  FailureReason: " + final["FailureReason"].replace("\n", "\n    "))
+    verdicts = {v.rule: v for v in verdicts_of(json.loads((job_dir / "job.json").read_text()))}
+    for decision in stop_decisions(job_dir):
+        for rule in decision.get("rules") or []:
+            step = verdicts[rule].step if rule in verdicts else None
+            lines.append(f"  rule {rule} stopped the job" + (f" at step {step}" if step is not None else ""))
+    for v in verdicts.values():
+        detail = v.details.strip().splitlines()[0] if v.details.strip() else ""
+        lines.append(f"  {v.rule}: {v.status}" + (f" at step {v.step}" if v.step is not None else "")
+                     + (f" ({detail[:160]})" if detail else ""))
+    lines.append(f"  job directory: {job_dir}")
+    if report is not None:
+        lines.append(f"  report: {report.resolve()}")
+    return lines
+
+
+class _Watcher:
+    """Shows the job's live state on the status line (terminal only)."""
+
+    def __init__(self, runner: Any, console: Console) -> None:
+        self.runner = runner
+        self.console = console
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="sdk-ext status", daemon=True)
+
+    def start(self) -> None:
+        if self.console.interactive:
+            self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=2)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(0.25):
+            d = self.runner.job.describe()
+            rules = " ".join(f"{r['RuleConfigurationName']}={r['RuleEvaluationStatus']}"
+                             for r in d.get("DebugRuleEvaluationStatuses") or [])
+            self.console.status(f"{d['TrainingJobName']}: {d['TrainingJobStatus']}/{d['SecondaryStatus']} {rules}")

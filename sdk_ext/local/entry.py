@@ -1,0 +1,130 @@
+"""What a local request runs, and how its failure reads (SageMaker's training toolkit's wording).
+
+What a local request runs (first match):
+
+1. ``entry_point=`` given to the runner (``sdk-ext run SCRIPT`` does this): ``python SCRIPT``;
+2. ``AlgorithmSpecification.ContainerEntrypoint`` (+ ``ContainerArguments``): that command, as is;
+3. ``HyperParameters.sagemaker_program`` (+ ``sagemaker_submit_directory``: a local directory, ``file://``
+   URI or ``.tar.gz``), as SageMaker's framework estimators send it: ``python <program>`` in that directory.
+
+A Python entry point gets the non-``sagemaker_*`` hyperparameters as ``--name value`` arguments, then
+``script_args``; ``zero_change`` runs it through ``python -m sdk_ext.pytorch.run``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import signal
+import tarfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sdk_ext.exceptions import ConfigError
+from sdk_ext.local import layout
+
+JOB_NAME = re.compile(r"[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}")  # SageMaker's TrainingJobName pattern
+_ERROR_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt|Warning|Failure)\b.*$|^[A-Za-z_][\w.]*: .+$")
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    """What the job runs: argv, working directory, and the entry point's name for SM_* variables."""
+
+    argv: list[str]
+    cwd: Path
+    entry_point: str
+    user_args: list[str]
+
+
+def check_request(request: Mapping[str, Any]) -> None:
+    """Raise ConfigError listing what a local job cannot run with."""
+    problems = []
+    name = request.get("TrainingJobName")
+    if not isinstance(name, str) or not JOB_NAME.fullmatch(name):
+        problems.append(f"TrainingJobName {name!r}: 1-63 letters, digits and hyphens, starting with a letter "
+                        "or digit (SageMaker's rule)")
+    for i, rule in enumerate(request.get("DebugRuleConfigurations") or []):
+        if not isinstance(rule, Mapping) or not rule.get("RuleConfigurationName"):
+            problems.append(f"DebugRuleConfigurations[{i}] has no RuleConfigurationName")
+    names = [r.get("RuleConfigurationName") for r in request.get("DebugRuleConfigurations") or []
+             if isinstance(r, Mapping)]
+    if len(set(names)) != len(names):
+        problems.append(f"RuleConfigurationName values must be unique, got {names}")
+    if problems:
+        raise ConfigError(problems, where="CreateTrainingJob request")
+
+
+def _python_command(python: str, script: Path, cwd: Path, hps: Mapping[str, Any], script_args: Sequence[str],
+                    zero_change: bool) -> Command:
+    user_args = [*layout.hyperparameter_args(hps), *script_args]
+    launcher = [python, "-m", "sdk_ext.pytorch.run"] if zero_change else [python]
+    return Command([*launcher, str(script), *user_args], cwd, script.name, user_args)
+
+
+def resolve_command(request: Mapping[str, Any], job_dir: layout.JobDir, *, python: str,
+                    entry_point: str | os.PathLike[str] | None, script_args: Sequence[str],
+                    zero_change: bool) -> Command:
+    """What the job runs (the module docstring's rules).
+
+    Raises:
+        ConfigError: the request names nothing runnable, or the script or directory does not exist.
+    """
+    hps = request.get("HyperParameters") or {}
+    if entry_point is not None:
+        script = Path(entry_point).resolve()
+        if not script.is_file():
+            raise ConfigError(f"entry point {os.fspath(entry_point)!r} is not a file", where="local job")
+        return _python_command(python, script, script.parent, hps, script_args, zero_change)
+    spec = request.get("AlgorithmSpecification") or {}
+    if spec.get("ContainerEntrypoint"):
+        argv = [*spec["ContainerEntrypoint"], *(spec.get("ContainerArguments") or []), *script_args]
+        return Command([str(a) for a in argv], job_dir.root, str(argv[0]), [str(a) for a in argv[1:]])
+    program = hps.get("sagemaker_program")
+    if program is None:
+        raise ConfigError(
+            "the request names no entry point: set HyperParameters.sagemaker_program (and "
+            "sagemaker_submit_directory, a local directory), or AlgorithmSpecification.ContainerEntrypoint, "
+            "or pass entry_point= (sdk-ext run SCRIPT)", where="local job")
+    program = str(layout.decode_hyperparameter(program))
+    submit = hps.get("sagemaker_submit_directory")
+    code_dir = Path.cwd()
+    if submit is not None:
+        source = layout.local_source(str(layout.decode_hyperparameter(submit)))
+        if source is None:
+            raise ConfigError(f"sagemaker_submit_directory {submit!r}: the local runner needs a local directory, "
+                              "a file:// URI or a local .tar.gz (S3 is not downloaded)", where="local job")
+        code_dir = _unpack(source, job_dir.root / "code") if source.is_file() else source.resolve()
+    script = code_dir / program
+    if not script.is_file():
+        raise ConfigError(f"sagemaker_program {program!r} is not a file in {code_dir}", where="local job")
+    return _python_command(python, script, code_dir, hps, script_args, zero_change)
+
+
+def _unpack(archive: Path, target: Path) -> Path:
+    if not tarfile.is_tarfile(archive):
+        raise ConfigError(f"sagemaker_submit_directory {str(archive)!r} is a file but not a tar archive",
+                          where="local job")
+    target.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(archive) as tar:
+        tar.extractall(target, filter="data")
+    return target.resolve()
+
+
+def failure_reason(exit_code: int, command: Command, job_dir: layout.JobDir, output_tail: str) -> str:
+    """SageMaker's FailureReason: ``output/failure`` if written, else the training toolkit's message."""
+    try:
+        written = job_dir.failure.read_text(encoding="utf-8", errors="replace").strip()
+    except OSError:
+        written = ""
+    if written:
+        return written
+    lines = [ln.strip() for ln in output_tail.splitlines() if ln.strip()]
+    message = next((ln for ln in reversed(lines) if _ERROR_LINE.match(ln)), lines[-1] if lines else "")
+    code = f"{exit_code} (killed by {signal.Signals(-exit_code).name})" if exit_code < 0 and \
+        -exit_code in signal.Signals._value2member_map_ else str(exit_code)
+    return (f"AlgorithmError: ExecuteUserScriptError:\nExitCode {code}\nErrorMessage \"{message}\"\n"
+            f"Command \"{shlex.join(command.argv)}\", exit code: {exit_code}")

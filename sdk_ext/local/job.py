@@ -1,0 +1,279 @@
+"""A local training job's state, as SageMaker's DescribeTrainingJob shows it.
+
+One :class:`LocalJob` per job. The supervisor (runner.py) moves it through SageMaker's states and
+the client (client.py) reads it; every method is thread-safe (``_lock`` guards every field below
+it). Each change calls ``on_change`` with the new DescribeTrainingJob view while the lock is held,
+so listeners see changes in the order they happened; a listener must only enqueue (events.py).
+
+States (TrainingJobStatus / SecondaryStatus), as on SageMaker::
+
+    InProgress/Starting -> InProgress/Training -> Completed/Completed
+                                               -> Failed/Failed          (the entry point failed)
+                        -> Stopping/Stopping   -> Stopped/Stopped         (StopTrainingJob)
+                                               -> Stopped/MaxRuntimeExceeded
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from datetime import datetime, timezone
+from typing import Any
+
+IN_PROGRESS, COMPLETED, FAILED, STOPPING, STOPPED = "InProgress", "Completed", "Failed", "Stopping", "Stopped"
+TERMINAL_JOB_STATUSES = frozenset({COMPLETED, FAILED, STOPPED})
+TERMINAL_RULE_STATUSES = frozenset({"NoIssuesFound", "IssuesFound", "Error", "Stopped"})
+RULE_STATUSES = frozenset({"InProgress", *TERMINAL_RULE_STATUSES, "Stopping"})
+MAX_DETAILS = 1024  # SageMaker's StatusDetails and FailureReason limit
+
+# Request keys DescribeTrainingJob echoes back unchanged.
+_ECHOED = (
+    "HyperParameters", "AlgorithmSpecification", "RoleArn", "InputDataConfig", "OutputDataConfig",
+    "ResourceConfig", "VpcConfig", "StoppingCondition", "EnableNetworkIsolation",
+    "EnableInterContainerTrafficEncryption", "EnableManagedSpotTraining", "CheckpointConfig",
+    "DebugHookConfig", "DebugRuleConfigurations", "TensorBoardOutputConfig", "ProfilerConfig",
+    "ProfilerRuleConfigurations", "Environment", "RetryStrategy", "ExperimentConfig",
+)  # fmt: skip
+_MESSAGES = {
+    "Starting": "Preparing the local job directory",
+    "Training": "Training in progress.",
+    "Completed": "Training job completed",
+    "Stopping": "Stopping the training job",
+    "Stopped": "Training job stopped",
+    "MaxRuntimeExceeded": "Training job stopped: it ran longer than StoppingCondition.MaxRuntimeInSeconds",
+    "Failed": "Training job failed",
+}
+
+
+def utc_now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def truncate(text: str, limit: int = MAX_DETAILS) -> str:
+    """``text`` cut to ``limit`` characters (SageMaker's limit for StatusDetails and FailureReason)."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+class JobStateError(RuntimeError):
+    """An operation the job's current state does not allow; ``status`` is that state."""
+
+    def __init__(self, message: str, *, status: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass(frozen=True, slots=True)
+class RuleState:
+    """One ``DebugRuleEvaluationStatus``, plus the step the rule fired at (from its status.json)."""
+
+    name: str
+    job_arn: str
+    status: str
+    modified: datetime
+    details: str | None = None
+    step: int | None = None
+
+    def to_describe(self) -> dict[str, Any]:
+        entry: dict[str, Any] = {
+            "RuleConfigurationName": self.name,
+            "RuleEvaluationJobArn": self.job_arn,
+            "RuleEvaluationStatus": self.status,
+        }
+        if self.details:
+            entry["StatusDetails"] = truncate(self.details)
+        entry["LastModifiedTime"] = self.modified
+        return entry
+
+
+class LocalJob:
+    """DescribeTrainingJob-shaped state of one local job.
+
+    Args:
+        request: the CreateTrainingJob request (kept as a deep copy).
+        arn: the job's ARN.
+        rule_arns: RuleConfigurationName -> RuleEvaluationJobArn, for every DebugRuleConfiguration.
+        profiler_rule_errors: ProfilerRuleConfiguration names, reported as Error (not run locally).
+        now: the clock for every timestamp (timezone-aware UTC).
+        on_change: called with each new DescribeTrainingJob view, under the lock; must only enqueue.
+    """
+
+    def __init__(
+        self,
+        request: Mapping[str, Any],
+        *,
+        arn: str,
+        rule_arns: Mapping[str, str],
+        profiler_rule_errors: Mapping[str, str] | None = None,
+        now: Callable[[], datetime] = utc_now,
+        on_change: Callable[[dict[str, Any]], None] | None = None,
+    ) -> None:
+        self.name: str = request["TrainingJobName"]
+        self.arn = arn
+        self._request = copy.deepcopy(dict(request))
+        self._now = now
+        self._on_change = on_change
+        self._lock = threading.RLock()
+        created = now()
+        self._status = IN_PROGRESS
+        self._secondary = "Starting"
+        self._failure: str | None = None
+        self._created = self._modified = created
+        self._started: datetime | None = None
+        self._ended: datetime | None = None
+        self._transitions: list[dict[str, Any]] = [
+            {"Status": "Starting", "StartTime": created, "StatusMessage": _MESSAGES["Starting"]}
+        ]
+        self._rules = {n: RuleState(n, a, "InProgress", created) for n, a in rule_arns.items()}
+        self._profiler_rules = [
+            RuleState(n, a, "Error", created, details="ClientError: profiler rules are not evaluated locally "
+                      "(sdk_ext.local runs DebugRuleConfigurations only)")
+            for n, a in (profiler_rule_errors or {}).items()
+        ]
+        self._stop_requested = False
+        self._done = threading.Event()
+
+    # --- reading -------------------------------------------------------------------------------------
+
+    @property
+    def status(self) -> str:
+        with self._lock:
+            return self._status
+
+    @property
+    def stop_requested(self) -> bool:
+        with self._lock:
+            return self._stop_requested
+
+    @property
+    def done(self) -> threading.Event:
+        """Set once the job and its rule evaluations have all ended."""
+        return self._done
+
+    def rules(self) -> dict[str, RuleState]:
+        with self._lock:
+            return dict(self._rules)
+
+    def describe(self) -> dict[str, Any]:
+        """A DescribeTrainingJob response (a new dict; timestamps are timezone-aware datetimes)."""
+        with self._lock:
+            return self._describe()
+
+    def _describe(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"TrainingJobName": self.name, "TrainingJobArn": self.arn}
+        d["ModelArtifacts"] = {"S3ModelArtifacts": ""}
+        d["TrainingJobStatus"] = self._status
+        d["SecondaryStatus"] = self._secondary
+        if self._failure is not None:
+            d["FailureReason"] = self._failure
+        for key in _ECHOED:
+            if key in self._request:
+                d[key] = copy.deepcopy(self._request[key])
+        d["CreationTime"] = self._created
+        if self._started is not None:
+            d["TrainingStartTime"] = self._started
+        if self._ended is not None:
+            d["TrainingEndTime"] = self._ended
+            d["TrainingTimeInSeconds"] = d["BillableTimeInSeconds"] = max(
+                1, round((self._ended - (self._started or self._created)).total_seconds()))
+        d["LastModifiedTime"] = self._modified
+        d["SecondaryStatusTransitions"] = [dict(t) for t in self._transitions]
+        if self._rules:
+            d["DebugRuleEvaluationStatuses"] = [r.to_describe() for r in self._rules.values()]
+        if self._profiler_rules:
+            d["ProfilerRuleEvaluationStatuses"] = [r.to_describe() for r in self._profiler_rules]
+        if "ProfilerConfig" in self._request:
+            d["ProfilingStatus"] = "Disabled"  # no profiler runs locally
+        return d
+
+    # --- changing ------------------------------------------------------------------------------------
+
+    def _changed(self) -> None:
+        self._modified = self._now()
+        if self._on_change is not None:
+            self._on_change(self._describe())
+
+    def _transition(self, secondary: str, message: str | None = None, now: datetime | None = None) -> None:
+        now = now or self._now()
+        if self._transitions and "EndTime" not in self._transitions[-1]:
+            self._transitions[-1]["EndTime"] = now
+        self._transitions.append({"Status": secondary, "StartTime": now,
+                                  "StatusMessage": message or _MESSAGES.get(secondary, secondary)})
+        self._secondary = secondary
+
+    def training_started(self) -> bool:
+        """Starting -> Training. False (and no change) if the job was stopped before it started."""
+        with self._lock:
+            if self._status != IN_PROGRESS:
+                return False
+            self._started = self._now()
+            self._transition("Training")
+            self._changed()
+            return True
+
+    def request_stop(self, *, secondary: str = STOPPING) -> None:
+        """InProgress -> Stopping (``secondary`` may be ``MaxRuntimeExceeded``).
+
+        Raises:
+            JobStateError: the job is not InProgress (SageMaker's "The request was rejected because
+                the training job is in status Stopped." answer).
+        """
+        with self._lock:
+            if self._status != IN_PROGRESS:
+                raise JobStateError(
+                    f"The request was rejected because the training job is in status {self._status}.",
+                    status=self._status)
+            self._stop_requested = True
+            self._status = STOPPING
+            self._transition(secondary)
+            self._changed()
+
+    def training_ended(self, *, failure_reason: str | None = None) -> str:
+        """The entry point ended: Completed, Failed (with ``failure_reason``) or, after a stop, Stopped.
+
+        Returns:
+            The terminal TrainingJobStatus.
+        """
+        with self._lock:
+            if self._status in TERMINAL_JOB_STATUSES:
+                return self._status
+            if self._status == STOPPING:
+                final = STOPPED
+                secondary = "MaxRuntimeExceeded" if self._secondary == "MaxRuntimeExceeded" else STOPPED
+                message = None if secondary == STOPPED else _MESSAGES["MaxRuntimeExceeded"]
+            elif failure_reason is not None:
+                final, secondary = FAILED, FAILED
+                self._failure = truncate(failure_reason)
+                message = truncate(f"Training job failed. Reason: {failure_reason}", 512)
+            else:
+                final, secondary, message = COMPLETED, COMPLETED, None
+            self._status = final
+            self._ended = self._now()
+            if self._secondary != secondary:
+                self._transition(secondary, message, self._ended)
+            self._transitions[-1].setdefault("EndTime", self._ended)
+            self._changed()
+            return final
+
+    def update_rule(self, name: str, *, status: str, details: str | None, step: int | None = None,
+                    modified: datetime | None = None) -> bool:
+        """Set a rule's evaluation status. Returns False (no event) when nothing changed.
+
+        A terminal rule status is final: later updates are ignored (SageMaker shows one outcome).
+        """
+        with self._lock:
+            old = self._rules[name]
+            if old.status in TERMINAL_RULE_STATUSES:
+                return False
+            if status not in RULE_STATUSES:
+                status, details = "Error", f"InternalError: unknown rule status {status!r}; {details or ''}"
+            new = replace(old, status=status, details=details, step=step, modified=modified or self._now())
+            if (new.status, new.details, new.step) == (old.status, old.details, old.step):
+                return False
+            self._rules[name] = new
+            self._changed()
+            return True
+
+    def mark_done(self) -> None:
+        self._done.set()

@@ -1,0 +1,223 @@
+"""What a report shows, read from a trial and (if there is one) its job: the numbers, no HTML.
+
+``PATH`` is a local job directory (it has ``job.json``; the trial is its ``output/tensors``) or a trial
+(a directory or ``s3://`` prefix), optionally with a job description (``job.json`` or a saved
+DescribeTrainingJob response). Plotted:
+
+* losses: the ``losses`` collection's tensors (else tensors named like ``*loss*``), value per step;
+* gradient and weight norms per layer: the ``gradients`` / ``weights`` collections (else tensors named
+  ``gradient/...`` / ``*.weight``), L2 norm per step, the stored ``l2`` reduction when the hook saved
+  one, else computed from the saved value;
+* rule verdicts: each rule status with a step (IssuesFound) is a marker on every chart.
+
+Long trials are sampled: at most ``max_points`` steps per chart, evenly spread, plus every step a
+rule fired at. At most ``max_series`` layers per chart; the rest are counted, not drawn.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from sdk_ext.exceptions import SdkExtError
+from sdk_ext.local.rule_jobs import step_from_details
+from sdk_ext.local.svg import Series
+from sdk_ext.modes import ModeKeys
+from sdk_ext.trials import Trial, create_trial
+
+logger = logging.getLogger(__name__)
+
+Progress = Callable[[int, int, str], None]  # (done, total, what)
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    rule: str
+    status: str
+    step: int | None
+    details: str
+
+
+@dataclass(slots=True)
+class Panel:
+    """One chart's data: series plus how many candidate tensors were left out."""
+
+    series: list[Series]
+    omitted: int = 0
+    log_y: bool = False
+
+
+@dataclass(slots=True)
+class ReportData:
+    title: str
+    trial_path: str
+    steps: list[int]
+    modes: dict[str, int]
+    workers: list[str]
+    tensor_count: int
+    collections: dict[str, int]
+    job: dict[str, Any] | None
+    verdicts: list[Verdict]
+    stopped_by: list[dict[str, Any]] = field(default_factory=list)  # auto-stop decisions that stopped the job
+    losses: Panel = field(default_factory=lambda: Panel([]))
+    gradients: Panel = field(default_factory=lambda: Panel([]))
+    weights: Panel = field(default_factory=lambda: Panel([]))
+
+
+def locate(path: str | os.PathLike[str], job_file: str | os.PathLike[str] | None = None) -> tuple[str, dict[str, Any] | None, Path | None]:
+    """(trial path, job description or None, job directory or None) for a job dir or a trial path."""
+    text = os.fspath(path)
+    job_dir = Path(text) if not text.startswith("s3://") and (Path(text) / "job.json").is_file() else None
+    job: dict[str, Any] | None = None
+    if job_file is not None:
+        job = json.loads(Path(job_file).read_text(encoding="utf-8"))
+    elif job_dir is not None:
+        job = json.loads((job_dir / "job.json").read_text(encoding="utf-8"))
+    if job_dir is not None:
+        assert job is not None
+        trial = (job.get("SdkExtLocal") or {}).get("TrialDir") or str(job_dir / "output" / "tensors")
+        return trial, job, job_dir
+    return text, job, None
+
+
+def verdicts_of(job: Mapping[str, Any] | None) -> list[Verdict]:
+    if not job:
+        return []
+    local_rules = (job.get("SdkExtLocal") or {}).get("Rules") or {}
+    out = []
+    for status in job.get("DebugRuleEvaluationStatuses") or []:
+        name = status["RuleConfigurationName"]
+        details = status.get("StatusDetails") or ""
+        step = (local_rules.get(name) or {}).get("Step")
+        if step is None and status["RuleEvaluationStatus"] == "IssuesFound":
+            step = step_from_details(details)
+        out.append(Verdict(name, status["RuleEvaluationStatus"], step, details))
+    return out
+
+
+def stop_decisions(job_dir: Path | None) -> list[dict[str, Any]]:
+    """The auto-stop handler's decisions that stopped the job (from the local job's events.jsonl)."""
+    if job_dir is None or not (job_dir / "events.jsonl").is_file():
+        return []
+    decisions = []
+    for line in (job_dir / "events.jsonl").read_text(encoding="utf-8").splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        for result in record.get("results") or []:
+            value = result.get("result")
+            if isinstance(value, dict) and value.get("action") == "stopped":
+                decisions.append({**value, "time": record["event"].get("time")})
+    return decisions
+
+
+def sample_steps(steps: Sequence[int], max_points: int, keep: Sequence[int] = ()) -> list[int]:
+    """At most ``max_points`` of ``steps`` (sorted), evenly spread, always with the first, last and ``keep``."""
+    if len(steps) <= max_points:
+        return list(steps)
+    picked = {steps[round(i * (len(steps) - 1) / (max_points - 1))] for i in range(max_points)}
+    picked.update(s for s in keep if s in set(steps))
+    return sorted(picked)
+
+
+def _scalar(value: Any) -> float:
+    array = np.asarray(value, dtype=np.float64)
+    return float(array.reshape(-1)[0]) if array.size == 1 else float(np.mean(array))
+
+
+def _names(trial: Trial, collection: str, fallback: Callable[[str], bool]) -> list[str]:
+    names: set[str] = set()
+    if collection in trial.collections():
+        names = {n for n in trial.collection(collection).tensor_names if trial.has_tensor(n)}
+    if not names:
+        names = {n for n in trial.tensor_names() if fallback(n)}
+    return sorted(names)
+
+
+_LOSS = re.compile(r"loss", re.IGNORECASE)
+
+
+def collect(path: str | os.PathLike[str], *, job_file: str | os.PathLike[str] | None = None,
+            max_series: int = 12, max_points: int = 400, progress: Progress | None = None,
+            trial_timeout: float = 5.0) -> ReportData:
+    """Read everything a report shows.
+
+    Raises:
+        MissingCollectionFiles: nothing was saved at ``path`` (after ``trial_timeout`` seconds).
+    """
+    trial_path, job, job_dir = locate(path, job_file)
+    trial = create_trial(trial_path, timeout=trial_timeout)
+    steps = trial.steps()
+    verdicts = verdicts_of(job)
+    marks = [v.step for v in verdicts if v.step is not None]
+    picked = sample_steps(steps, max_points, marks)
+    losses = _names(trial, "losses", lambda n: bool(_LOSS.search(n)) and not n.startswith("gradient/"))
+    grads = _names(trial, "gradients", lambda n: n.startswith("gradient/"))
+    weights = _names(trial, "weights", lambda n: n.endswith(".weight") and not n.startswith("gradient/"))
+    work = [("loss", n) for n in losses[:max_series]] + [("grad", n) for n in grads[:max_series]] + \
+        [("weight", n) for n in weights[:max_series]]
+    series: dict[tuple[str, str], Series] = {}
+    for done, (kind, name) in enumerate(work):
+        if progress is not None:
+            progress(done, len(work), name)
+        series[(kind, name)] = _read(trial, name, picked, norm=kind != "loss")
+    if progress is not None:
+        progress(len(work), len(work), "")
+    title = (job or {}).get("TrainingJobName") or trial.name
+    modes: dict[str, int] = {}
+    for step in steps:
+        mode = trial.mode(step)
+        key = mode.name if isinstance(mode, ModeKeys) else "unknown"
+        modes[key] = modes.get(key, 0) + 1
+    collections = {name: len(c.tensor_names) for name, c in sorted(trial.collections().items())}
+
+    def panel(kind: str, names: list[str]) -> Panel:
+        chosen = [series[(kind, n)] for n in names[:max_series]]
+        finite = [v for s in chosen for v in s.values if math.isfinite(v)]
+        log_y = kind != "loss" or (bool(finite) and min(finite) > 0 and max(finite) / min(finite) > 1e3)
+        return Panel(chosen, max(0, len(names) - max_series), log_y)
+
+    return ReportData(title=title, trial_path=str(trial_path), steps=steps, modes=modes, workers=trial.workers(),
+                      tensor_count=len(trial.tensor_names()), collections=collections, job=job,
+                      verdicts=verdicts, stopped_by=stop_decisions(job_dir), losses=panel("loss", losses),
+                      gradients=panel("grad", grads), weights=panel("weight", weights))
+
+
+def _read(trial: Trial, name: str, steps: Sequence[int], *, norm: bool) -> Series:
+    tensor = trial.tensor(name)
+    have = set(tensor.steps())
+    xs, ys = [], []
+    for step in steps:
+        if step not in have:
+            continue
+        try:
+            value = _l2(tensor, step) if norm else _scalar(tensor.value(step))
+        except SdkExtError as err:  # a value lost with a crashed step: leave the point out
+            logger.debug("report: %s at step %d unreadable: %s", name, step, err)
+            continue
+        xs.append(step)
+        ys.append(value)
+    return Series(name, xs, ys)
+
+
+def _l2(tensor: Any, step: int) -> float:
+    """The L2 norm of the whole tensor: the hook's stored ``l2`` reduction if any, else from the value.
+
+    (Not ``Tensor.reduction_value(step, "l2")``, which follows smdebug: a 2-D value gets the spectral
+    norm there, and an SVD of a NaN matrix raises.)
+    """
+    stored = tensor.reduction_values(step)
+    if ("l2", False) in stored:
+        return _scalar(stored[("l2", False)])
+    with np.errstate(all="ignore"):
+        return float(np.linalg.norm(np.asarray(tensor.value(step), dtype=np.float64).ravel()))

@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 EXTRAS ?= pytorch,infra,sagemaker,test
 PIP_QUIET ?= -q
 
-.PHONY: all venv smdebug-venv cdk-cli test demo bench lint clean
+.PHONY: all venv smdebug-venv smdebug-venv-torch cdk-cli test demo bench lint clean
 
 all: test
 
@@ -29,6 +29,10 @@ $(SMDEBUG_VENV)/.stamp:
 
 smdebug-venv: $(SMDEBUG_VENV)/.stamp
 
+# smdebug's PyTorch hook, for the side-by-side hook benchmark only (tests do not need it).
+smdebug-venv-torch: smdebug-venv
+	$(SMDEBUG_VENV)/bin/pip install $(PIP_QUIET) torch==2.13.0
+
 # The CDK CLI pinned by package.json + package-lock.json (npm's `latest` tag is a 3.0.0 that cannot read
 # today's cloud assemblies); `npx cdk synth` then runs offline (see README, Auto-stop).
 node_modules/.stamp: package.json package-lock.json
@@ -46,7 +50,7 @@ test: venv smdebug-venv cdk-cli
 demo: venv
 	$(PY) examples/pytorch_diverge/demo.py --jobs-dir demo-output
 
-bench: venv smdebug-venv
+bench: venv smdebug-venv smdebug-venv-torch
 	SMDEBUG_PYTHON=$(CURDIR)/$(SMDEBUG_VENV)/bin/python $(PY) -m tests.bench
 
 lint: venv

@@ -40,7 +40,7 @@ def value_json(arr: np.ndarray[Any, Any]) -> dict[str, Any]:
 def decode_value_json(v: dict[str, Any]) -> np.ndarray[Any, Any]:
     if v.get("b64") is None:
         return np.array(v["list"])
-    return np.frombuffer(base64.b64decode(v["b64"]), dtype=v["dtype"]).reshape(v["shape"])
+    return np.frombuffer(base64.b64decode(v["b64"]), dtype=v["dtype"]).reshape(v["shape"]).copy()
 
 
 def dump_with_smdebug(python: Path | str, trial: Path | str, tmp: Path, timeout: float = 120) -> dict[str, Any]:
@@ -92,3 +92,45 @@ def dump_with_format(trial: Path | str) -> dict[str, Any]:
         "mode_of_step": mode_of_step,
         "tensors": tensors,
     }
+
+
+def dump_with_trials(trial_path: Path | str) -> dict[str, Any]:
+    """What sdk_ext's own reader (``sdk_ext.trials.create_trial``) returns, in the same shape."""
+    from sdk_ext.exceptions import TensorUnavailableForStep
+    from sdk_ext.trials import TrialOptions, create_trial
+
+    trial = create_trial(str(trial_path), options=TrialOptions(collections_timeout=0, training_end_delay=0,
+                                                              event_file_timeout=0))
+    out: dict[str, Any] = {
+        "tensor_names": sorted(trial.tensor_names()),
+        "workers": sorted(trial.workers()),
+        "modes": sorted(m.name for m in trial.modes()),
+        "steps": {"GLOBAL": trial.steps()},
+        "mode_of_step": {},
+        "loaded_all_steps": trial.loaded_all_steps,
+        "tensors": {},
+    }
+    for mode in trial.modes():
+        out["steps"][mode.name] = trial.steps(mode=mode)
+    for step in trial.steps():
+        mode, mode_step = trial.mode_modestep(step)
+        out["mode_of_step"][str(step)] = [mode.name if mode else None, mode_step]
+    for name in trial.tensor_names():
+        t = trial.tensor(name)
+        entry: dict[str, Any] = {}
+        for step in t.steps():
+            per_worker = {}
+            for worker in t.workers(step):
+                rec: dict[str, Any] = {}
+                try:
+                    rec["value"] = value_json(t.value(step, worker=worker))
+                except TensorUnavailableForStep:
+                    rec["value"] = {"error": "TensorUnavailableForStep"}
+                rec["reductions"] = {
+                    ("abs_" if is_abs else "") + op: value_json(v)
+                    for (op, is_abs), v in t.reduction_values(step, worker=worker).items()
+                }
+                per_worker[worker] = rec
+            entry[str(step)] = per_worker
+        out["tensors"][name] = entry
+    return out

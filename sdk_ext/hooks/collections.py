@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 
-from sdk_ext.exceptions import ConfigError, InvalidCollectionConfiguration
+from sdk_ext.exceptions import ConfigError
 from sdk_ext.format.collection_file import CollectionsFile, CollectionSpec
 from sdk_ext.hooks.reduction_config import RAW_ONLY, ReductionConfig
 from sdk_ext.hooks.save_config import SaveConfig, SaveConfigMode
@@ -45,6 +45,10 @@ class CollectionKeys:
     TREES = "trees"
 
 
+#: Every collection name smdebug knows: a collection of one of these names may be empty (e.g. ``metrics``
+#: in a PyTorch job, filled by ``save_tensor``); any other name needs a regex or tensor names.
+KNOWN_NAMES = frozenset(v for k, v in vars(CollectionKeys).items() if k.isupper())
+
 #: Collections of scalars: raw values only, no histograms; exported to TensorBoard as scalars.
 SCALAR_COLLECTIONS = frozenset(
     {
@@ -68,6 +72,15 @@ BUILTIN_REGEXES: dict[str, tuple[str, ...]] = {
     CollectionKeys.GRADIENTS: (r"^gradient",),
     CollectionKeys.LOSSES: (r"[Ll]oss_(?!input).*output",),
 }
+
+
+_CHANGES = 0  # bumped by every change of any collection: a cheap "did anything change?" test
+
+
+def note_change() -> None:
+    """Record a change that affects what is saved (for caches keyed on the change counter)."""
+    global _CHANGES
+    _CHANGES += 1
 
 
 def compile_regex(pattern: str, where: str) -> re.Pattern[str]:
@@ -101,8 +114,11 @@ class Collection:
         self._reduction_config: ReductionConfig | None = None
         self._save_config: SaveConfig | None = None
         self._save_histogram = True
+        #: Framework modules whose inputs/outputs belong here: (module, inputs, outputs).
+        self.modules: list[tuple[object, bool, bool]] = []
         #: Bumped on every change; caches of matches compare it.
         self.version = 0
+        self._changed()
         if include_regex is not None:
             self.include(include_regex)
         for t in tensor_names or ():
@@ -110,6 +126,11 @@ class Collection:
         self.reduction_config = reduction_config
         self.save_config = save_config
         self.save_histogram = save_histogram
+
+    def _changed(self) -> None:
+        global _CHANGES
+        self.version += 1
+        _CHANGES += 1
 
     @property
     def name(self) -> str:
@@ -132,7 +153,7 @@ class Collection:
         if value is not None and not isinstance(value, ReductionConfig):
             raise ConfigError(f"reduction_config must be a ReductionConfig, got {value!r}", where=f"collection {self._name!r}")
         self._reduction_config = value
-        self.version += 1
+        self._changed()
 
     @property
     def save_config(self) -> SaveConfig | None:
@@ -141,7 +162,7 @@ class Collection:
     @save_config.setter
     def save_config(self, value: SaveConfig | SaveConfigMode | dict[object, object] | int | None) -> None:
         self._save_config = None if value is None else SaveConfig.parse(value)
-        self.version += 1
+        self._changed()
 
     @property
     def save_histogram(self) -> bool:
@@ -152,7 +173,7 @@ class Collection:
         if not isinstance(value, bool):
             raise ConfigError(f"save_histogram must be True or False, got {value!r}", where=f"collection {self._name!r}")
         self._save_histogram = value
-        self.version += 1
+        self._changed()
 
     def include(self, regex: Iterable[str] | str) -> None:
         """Add one regex or several. Raises ConfigError for an invalid one."""
@@ -162,12 +183,12 @@ class Collection:
             if pattern not in self._regex:
                 self._regex.append(pattern)
                 self._compiled.append(comp)
-        self.version += 1
+        self._changed()
 
     def add_tensor_name(self, name: str) -> None:
         if name not in self._tensor_names:
             self._tensor_names.add(name)
-            self.version += 1
+            self._changed()
 
     def record_saved(self, name: str) -> bool:
         """Note that ``name`` was saved as a member (it already matches); True if it is new.
@@ -178,6 +199,15 @@ class Collection:
             return False
         self._tensor_names.add(name)
         return True
+
+    def add_module_tensors(self, module: object, inputs: bool = False, outputs: bool = True) -> None:
+        """Include a framework module's inputs and/or outputs (smdebug's PyTorch API).
+
+        The hook turns this into regexes on the module's tensor names (``{module}_input_{i}``,
+        ``{module}_output_{i}``) once the module is registered and its name is known.
+        """
+        self.modules.append((module, inputs, outputs))
+        self._changed()
 
     def has_tensor_name(self, name: str) -> bool:
         return name in self._tensor_names
@@ -223,6 +253,7 @@ class CollectionManager:
 
     def __init__(self, collections: Iterable[Collection] = ()) -> None:
         self._collections: dict[str, Collection] = {}
+        self._adds = 0
         for c in collections:
             self.add(c)
 
@@ -239,6 +270,7 @@ class CollectionManager:
         if not isinstance(collection, Collection):
             raise ConfigError(f"expected a Collection, got {collection!r}", where="collections")
         self._collections[collection.name] = collection
+        self._adds += 1
 
     def get(self, name: str, create: bool = True) -> Collection:
         """The collection ``name``, created empty if missing and ``create``.
@@ -252,6 +284,7 @@ class CollectionManager:
                 raise KeyError(f"no collection named {name!r}; known: {', '.join(self._collections)}")
             coll = Collection(name)
             self._collections[name] = coll
+            self._adds += 1
         return coll
 
     def get_collections(self) -> dict[str, Collection]:
@@ -267,16 +300,9 @@ class CollectionManager:
         return len(self._collections)
 
     @property
-    def version(self) -> tuple[tuple[int, int], ...]:
-        """Changes whenever a collection is added, replaced or changed."""
-        return tuple((id(c), c.version) for c in self._collections.values())
-
-    def validate(self, builtin: Iterable[str] = BUILTIN_REGEXES) -> None:
-        """Raise InvalidCollectionConfiguration for a custom collection that can match nothing."""
-        names = set(builtin)
-        for c in self._collections.values():
-            if c.name not in names and not c.include_regex and not c.tensor_names:
-                raise InvalidCollectionConfiguration(c.name)
+    def version(self) -> tuple[int, int]:
+        """Changes whenever a collection (of any manager) changes or one is added or replaced here."""
+        return _CHANGES, self._adds
 
     def effective_reduction(self, coll: Collection, default: ReductionConfig) -> ReductionConfig:
         """The reduction config ``coll`` is saved with."""
@@ -297,6 +323,7 @@ class CollectionManager:
 
 __all__ = [
     "BUILTIN_REGEXES",
+    "KNOWN_NAMES",
     "NON_REDUCTION_COLLECTIONS",
     "SCALAR_COLLECTIONS",
     "TRAIN_ONLY_COLLECTIONS",

@@ -34,29 +34,30 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from sdk_ext.exceptions import ConfigError, UnsupportedDtypeError
+from sdk_ext.format.collection_file import CollectionsFile
 from sdk_ext.format.events import to_numpy
-from sdk_ext.format.paths import END_OF_JOB, reduction_tensor_name
 from sdk_ext.hooks.collections import (
     BUILTIN_REGEXES,
+    KNOWN_NAMES,
     Collection,
     CollectionKeys,
     CollectionManager,
-    compile_regex,
 )
+from sdk_ext.hooks.hook_args import HookArgs
+from sdk_ext.hooks.output import Reductions, TrialOutput
 from sdk_ext.hooks.policy import SavePolicy, TensorPlan
 from sdk_ext.hooks.reduction_config import RAW_ONLY, ReductionConfig
-from sdk_ext.hooks.reductions import reduce_numpy
 from sdk_ext.hooks.save_config import SaveConfig, SaveConfigMode
-from sdk_ext.hooks.writer import TrialWriter
+from sdk_ext.hooks.steps import Step, StepCounter
 from sdk_ext.modes import ModeKeys
-from sdk_ext.storage import LocalStorage, Storage, open_storage
+from sdk_ext.storage import LocalStorage, Storage
 
 logger = logging.getLogger(__name__)
 
 SCALAR_PREFIX = "scalar/"
 _SCALAR_PLAN = TensorPlan(True, False, (), False, True, ())
 F = TypeVar("F", bound=Callable[..., Any])
+HookT = TypeVar("HookT", bound="Hook")
 
 
 def guarded(method: F) -> F:
@@ -127,50 +128,26 @@ class Hook:
         world_size: int | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        problems: list[str] = []
-        if include_workers not in ("one", "all"):
-            problems.append(f"include_workers must be 'one' or 'all', got {include_workers!r}")
-        if reduction_config is not None and not isinstance(reduction_config, ReductionConfig):
-            problems.append(f"reduction_config must be a ReductionConfig, got {reduction_config!r}")
-            reduction_config = None
-        try:
-            parsed_save = SaveConfig.parse(save_config)
-        except ConfigError as err:
-            problems += err.problems
-            parsed_save = SaveConfig()
-        regexes = [include_regex] if isinstance(include_regex, str) else list(include_regex or ())
-        for pattern in regexes:
-            try:
-                compile_regex(pattern, "include_regex")
-            except ConfigError as err:
-                problems += err.problems
-        names = [include_collections] if isinstance(include_collections, str) else list(include_collections or ())
-        problems += [f"include_collections items must be strings, got {n!r}" for n in names if not isinstance(n, str)]
-        if rank is not None and (world_size is None or not 0 <= rank < world_size):
-            problems.append(f"rank {rank!r} must be given with world_size and lie in [0, world_size)")
-        self.storage: Storage = out_dir if isinstance(out_dir, Storage) else open_storage(out_dir)
-        if isinstance(self.storage, LocalStorage) and not dry_run and self.storage.exists(END_OF_JOB):
-            problems.append(
-                f"out_dir {self.storage.uri} already holds a finished trial ({END_OF_JOB} exists); "
-                "use a new out_dir or delete the old trial"
-            )
-        if problems:
-            raise ConfigError(problems, where="hook configuration")
-
+        args = HookArgs.check(
+            out_dir, dry_run=dry_run, reduction_config=reduction_config, save_config=save_config,
+            include_regex=include_regex, include_collections=include_collections, include_workers=include_workers,
+            rank=rank, world_size=world_size,
+        )
+        self.storage = args.storage
         self.out_dir = self.storage.uri
         self.dry_run = dry_run
         self.export_tensorboard = bool(export_tensorboard or tensorboard_dir)
         self.tensorboard_dir = tensorboard_dir
         self.include_workers = include_workers
         self.save_all = save_all
-        self.save_config = parsed_save.complete()
-        self.reduction_config = reduction_config or RAW_ONLY
+        self.save_config = args.save_config.complete()
+        self.reduction_config = args.reduction_config or RAW_ONLY
         self.collection_manager = CollectionManager.with_builtins(self.builtin_collections)
         for coll in collections or ():
             self.collection_manager.add(coll)
-        include = list(dict.fromkeys([*self.default_include_collections, *(str(n) for n in names)]))
-        if regexes:
-            self.collection_manager.get(CollectionKeys.DEFAULT).include(regexes)
+        include = list(dict.fromkeys([*self.default_include_collections, *args.include_collections]))
+        if args.include_regex:
+            self.collection_manager.get(CollectionKeys.DEFAULT).include(args.include_regex)
             include.append(CollectionKeys.DEFAULT)
         if save_all:
             self.collection_manager.get(CollectionKeys.ALL).include(".*")
@@ -180,46 +157,57 @@ class Hook:
             include_collections=include,
             save_config=self.save_config,
             reduction_config=self.reduction_config,
-            builtin=self.builtin_collections,
+            builtin=KNOWN_NAMES | set(self.builtin_collections),
         )
         self.policy.prepare()  # unknown or empty collections fail here, before training
         self._rank, self._world_size = rank, world_size
         self._clock = clock
-        self._writer: TrialWriter | None = None
-        self._tb: Any = None
+        self._out: TrialOutput | None = None
         self._worker_ready = False
-        self._writes = False
         self._num_workers = 1
         self.worker = "worker_0"
         self._disabled = False
         #: The exception that disabled the hook, if one did.
         self.failure: BaseException | None = None
         self._closed = False
-        self._atexit_registered = False
-        self._collections_written = False
-        self._global_step = -1
-        self._mode = ModeKeys.GLOBAL
-        self._mode_steps: dict[ModeKeys, int] = {}
+        self._explicit_steps = False
+        self._steps = StepCounter()
         self._in_step = False
-        self._step_mode = ModeKeys.GLOBAL
-        self._step_mode_step = -1
-        self._warned: set[tuple[str, str]] = set()
+
+    @classmethod
+    def create_from_json_file(  # noqa: PYI019
+        cls: type[HookT], json_file_path: str | os.PathLike[str] | None = None, *, path: str | os.PathLike[str] | None = None
+    ) -> HookT:
+        """A hook configured by SageMaker's ``debughookconfig.json`` (see :mod:`sdk_ext.hooks.json_config`).
+
+        ``json_file_path`` (smdebug's name; ``path`` is the same) defaults to
+        ``$SMDEBUG_CONFIG_FILE_PATH``, then ``/opt/ml/input/config/debughookconfig.json``.
+
+        Raises:
+            ConfigError: the file is missing or invalid (every problem, each naming its key).
+        """
+        from sdk_ext.hooks import json_config
+
+        file = json_config.config_path(json_file_path if json_file_path is not None else path)
+        kwargs = json_config.hook_kwargs_from_config(json_config.load_config_file(file), builtin=cls.builtin_collections)
+        logger.info("sdk_ext hook configured from %s: out_dir %s", file, kwargs["out_dir"])
+        return cls(kwargs.pop("out_dir"), **kwargs)
 
     # --- public API ------------------------------------------------------------------------------
 
     @property
     def global_step(self) -> int:
         """The current (or last) global step; -1 before the first."""
-        return self._global_step
+        return self._steps.current.global_step
 
     @property
     def mode(self) -> ModeKeys:
-        return self._mode
+        return self._steps.mode
 
     @property
     def mode_step(self) -> int:
         """The step within the mode of the current step."""
-        return self._step_mode_step
+        return self._steps.current.mode_step
 
     @property
     def disabled(self) -> bool:
@@ -239,11 +227,12 @@ class Hook:
     @guarded
     def set_mode(self, mode: ModeKeys | str | int) -> None:
         """Set the mode of the steps that follow (an open step keeps its own)."""
-        self._mode = ModeKeys.parse(mode)
+        self._steps.mode = ModeKeys.parse(mode)
 
     @guarded
     def begin_step(self, global_step: int | None = None) -> None:
         """Start the next step (closing an open one). ``global_step`` jumps ahead, e.g. after a restart."""
+        self._explicit_steps = True
         self._begin_step(global_step)
 
     @guarded
@@ -256,7 +245,7 @@ class Hook:
         """``with hook.step(): ...`` = begin_step() ... end_step(); yields the global step."""
         self.begin_step(global_step)
         try:
-            yield self._global_step
+            yield self._steps.current.global_step
         finally:
             self.end_step()
 
@@ -299,37 +288,33 @@ class Hook:
         if array.size != 1:
             self._warn_once(tensor_name, "not-scalar", "save_scalar(%r): value has %d elements, not 1; skipped", name, array.size)
             return
-        self._write_plan(tensor_name, plan, array, {}, wall_time=timestamp)
+        if self._out is not None:
+            self._out.write(tensor_name, plan, array, {}, wall_time=timestamp)
 
     @guarded
     def flush(self) -> None:
         """Wait until every file of the completed steps is written."""
-        if self._writer is not None:
-            self._writer.flush()
+        if self._out is not None:
+            self._out.flush()
 
     def close(self) -> None:
         """End training: finish the open step, write the collections file and the end marker.
 
         The end marker (``training_job_end.ts``) is not written inside SageMaker (``TRAINING_JOB_NAME``
-        set), where the platform marks the end itself. Safe to call twice; never raises.
+        set), where the platform marks the end itself; with ``include_workers="all"`` every worker
+        writes it when it closes (as smdebug does). Safe to call twice; never raises.
         """
         if self._closed:
             return
         self._closed = True
         try:
             if self._disabled:
-                if self._writer is not None:
-                    self._writer.abort_step()
+                if self._out is not None:
+                    self._out.abort_step()
             elif self._in_step:
                 self._end_step()
-            if self._writer is not None:
-                if not self._collections_written:
-                    self._write_collections()
-                if "TRAINING_JOB_NAME" not in os.environ:
-                    self._writer.write_end_marker()
-                self._writer.close()
-            if self._tb is not None:
-                self._tb.close()
+            if self._out is not None:
+                self._out.close(end_marker="TRAINING_JOB_NAME" not in os.environ)
         except Exception:  # noqa: BLE001 - close runs at exit too; never raise into the training script
             self._fail("close")
         finally:
@@ -346,74 +331,58 @@ class Hook:
             self._end_step()
         if not self._worker_ready:
             self._setup_worker()
-        if global_step is None:
-            self._global_step += 1
-        elif global_step <= self._global_step:
-            raise ValueError(f"begin_step({global_step}): steps must increase (last was {self._global_step})")
-        else:
-            self._global_step = global_step
-        mode = self._mode
-        self._step_mode = mode
-        if mode is ModeKeys.GLOBAL:
-            self._step_mode_step = self._global_step  # no mode set: the mode step is the global step
-        else:
-            self._step_mode_step = self._mode_steps.get(mode, -1) + 1
-            self._mode_steps[mode] = self._step_mode_step
+        step = self._steps.next(global_step)
         self._in_step = True
-        self.policy.begin_step(mode, self._step_mode_step)
-        if self._writer is not None and self.policy.active:
-            self._writer.open_step(self._global_step, mode, self._step_mode_step)
+        self._open_current_step(step)
+
+    def _open_current_step(self, step: Step) -> None:
+        self.policy.begin_step(step.mode, step.mode_step)
+        if self.policy.active and self._out is not None and not self._out.step_open:
+            self._out.open_step(step.global_step, step.mode, step.mode_step)
 
     def _refresh_step(self) -> None:
         """Collections changed inside a step: decide the step again (its files may start now)."""
-        self.policy.begin_step(self._step_mode, self._step_mode_step)
-        if self._writer is not None and self.policy.active and not self._writer.step_open:
-            self._writer.open_step(self._global_step, self._step_mode, self._step_mode_step)
+        self._open_current_step(self._steps.current)
 
     def _end_step(self) -> None:
         self._in_step = False
-        if self._writer is None or not self._writer.step_open:
-            return
-        wrote = self._writer.close_step()
-        if wrote and (not self._collections_written or self.policy.names_changed):
-            self._write_collections()
-        if self._tb is not None:
-            self._tb.flush()
+        if self.policy.active and self._out is not None and self._out.step_open:
+            changed, self.policy.names_changed = self.policy.names_changed, False
+            self._out.close_step(collections_changed=changed)
 
     def _setup_worker(self) -> None:
-        """Resolve rank and world size (first step), create the writer if this worker writes."""
+        """Resolve rank and world size (first step); open the output if this worker writes."""
         if self._rank is not None and self._world_size is not None:
             rank, size = self._rank, self._world_size
         else:
             rank, size = self._distributed_info()
         self.worker = f"worker_{rank}"
-        self._writes = self.include_workers == "all" or rank == 0
+        writes = self.include_workers == "all" or rank == 0
         self._num_workers = size if self.include_workers == "all" else 1
         self._worker_ready = True
-        if self._writes and not self.dry_run:
-            self._writer = TrialWriter(self.storage, worker=self.worker, clock=self._clock)
+        if writes and not self.dry_run:
+            tb_dir = None
             if self.export_tensorboard:
-                from sdk_ext.hooks.tensorboard import TensorBoardWriter
-
-                tb_dir = self.tensorboard_dir or os.path.join(self.out_dir, "tensorboard")
-                self._tb = TensorBoardWriter(tb_dir, clock=self._clock)
-        if not self._atexit_registered:
-            atexit.register(_close_at_exit, weakref.ref(self))
-            self._atexit_registered = True
+                tb_dir = self.tensorboard_dir
+                if tb_dir is None and isinstance(self.storage, LocalStorage):
+                    tb_dir = os.path.join(self.out_dir, "tensorboard")
+                elif tb_dir is None:
+                    logger.warning("TensorBoard export needs a local tensorboard_dir when out_dir is %s; not exporting",
+                                   self.out_dir)
+            self._out = TrialOutput(
+                self.storage, worker=self.worker, collections=self._collections_file, clock=self._clock,
+                tensorboard_dir=tb_dir,
+            )
+        atexit.register(_close_at_exit, weakref.ref(self))
 
     def _distributed_info(self) -> tuple[int, int]:
         """(rank, world size) as the framework sees it; frameworks override."""
         return 0, 1
 
-    def _write_collections(self) -> None:
-        assert self._writer is not None
-        self.policy.names_changed = False
-        self._writer.write_collections(
-            self.collection_manager.to_file(
-                num_workers=self._num_workers, default_save=self.save_config, default_reduction=self.reduction_config
-            )
+    def _collections_file(self) -> CollectionsFile:
+        return self.collection_manager.to_file(
+            num_workers=self._num_workers, default_save=self.save_config, default_reduction=self.reduction_config
         )
-        self._collections_written = True
 
     # --- values ----------------------------------------------------------------------------------
 
@@ -421,50 +390,28 @@ class Hook:
         return to_numpy(value)
 
     def _save(self, name: str, plan: TensorPlan, value: Any) -> None:
-        self._write_plan(name, plan, self._to_numpy(value), {})
+        """Write ``value`` as ``plan`` says; frameworks override to reduce on their own tensors."""
+        self._write(name, plan, self._to_numpy(value), {})
 
-    def _write_plan(
+    def _write(
         self,
         name: str,
         plan: TensorPlan,
-        array: np.ndarray[Any, Any],
-        reductions: dict[tuple[str, bool], np.ndarray[Any, Any]],
+        array: np.ndarray[Any, Any] | None,
+        reductions: Reductions,
         *,
-        wall_time: float | None = None,
+        shape: tuple[int, ...] | None = None,
     ) -> None:
-        """Write what ``plan`` asks for; ``reductions`` holds ops a framework computed already."""
-        writer = self._writer
-        if writer is None or not writer.step_open:
-            return
-        if array.size == 0:
-            self._warn_once(name, "empty", "tensor %r is empty; empty tensors are not saved", name)
-            return
-        try:
-            if plan.shape:
-                writer.write_shape(name, array.shape)
-            for op, is_abs in plan.ops:
-                value = reductions.get((op, is_abs))
-                if value is None:
-                    try:
-                        value = reduce_numpy(array, op, abs=is_abs)
-                    except (TypeError, ValueError) as err:
-                        self._warn_once(name, op, "reduction %s of %r skipped: %s", op, name, err)
-                        continue
-                writer.write_tensor(reduction_tensor_name(name, op, abs=is_abs), value, wall_time=wall_time)
-            if plan.raw:
-                writer.write_tensor(name, array, wall_time=wall_time)
-        except UnsupportedDtypeError as err:
-            self._warn_once(name, "dtype", "tensor %r not saved: %s", name, err)
-            return
-        if self._tb is not None:
-            self._tb.add(name, array, plan, step=self._global_step, mode=self._step_mode)
-
-    # --- failure ---------------------------------------------------------------------------------
+        if self._out is not None:
+            self._out.write(name, plan, array, reductions, shape=shape)
 
     def _warn_once(self, name: str, kind: str, msg: str, *args: object) -> None:
-        if (name, kind) not in self._warned:
-            self._warned.add((name, kind))
-            logger.warning(msg, *args)
+        if self._out is not None:
+            self._out.warn_once(name, kind, msg, *args)
+        else:
+            logger.debug(msg, *args)
+
+    # --- failure ---------------------------------------------------------------------------------
 
     def _fail(self, where: str) -> None:
         if self.failure is None:
@@ -477,9 +424,9 @@ class Hook:
                 self.out_dir,
             )
         self._disabled = True
-        if self._writer is not None:
+        if self._out is not None:
             with contextlib.suppress(Exception):
-                self._writer.abort_step()
+                self._out.abort_step()
 
 
 __all__ = ["SCALAR_PREFIX", "Hook", "guarded"]

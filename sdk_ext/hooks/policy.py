@@ -28,14 +28,16 @@ from sdk_ext.hooks.collections import (
     Collection,
     CollectionKeys,
     CollectionManager,
+    note_change,
 )
 from sdk_ext.hooks.reduction_config import ReductionConfig
-from sdk_ext.hooks.save_config import SaveConfig
-from sdk_ext.modes import ModeKeys
+from sdk_ext.hooks.save_config import SaveConfig, SaveConfigMode
+from sdk_ext.modes import ALL_MODES, ModeKeys
 
 logger = logging.getLogger(__name__)
 
 _TRAIN_MODES = (ModeKeys.TRAIN, ModeKeys.GLOBAL)
+_NONE: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +80,7 @@ class SavePolicy:
         self._builtin = frozenset(builtin)
         self._version: object = None
         self._resolved: dict[str, _Resolved] = {}
+        self._groups: dict[ModeKeys, list[tuple[SaveConfigMode, frozenset[str]]]] = {}
         self._included: tuple[str, ...] = ()
         self._active: frozenset[str] = frozenset()
         self._step_saved = False
@@ -96,6 +99,7 @@ class SavePolicy:
         if name not in self._include:
             self._include.append(name)
             self._version = None
+            note_change()
 
     def prepare(self) -> None:
         """Resolve every collection's configs; re-done only when a collection changed.
@@ -112,7 +116,7 @@ class SavePolicy:
             if name not in self.manager
         ]
         for c in self.manager:
-            if c.name not in self._builtin and not c.include_regex and not c.tensor_names:
+            if c.name not in self._builtin and not (c.include_regex or c.tensor_names or c.modules):
                 problems.append(
                     f"collection {c.name!r} has neither include_regex nor tensor names, so it can match nothing; "
                     "give it include_regex"
@@ -130,6 +134,13 @@ class SavePolicy:
                 train_only=c.name in TRAIN_ONLY_COLLECTIONS,
             )
         self._resolved = resolved
+        self._groups = {}
+        for mode in ALL_MODES:  # collections that share a save config are decided together
+            by_config: dict[SaveConfigMode, set[str]] = {}
+            for name, r in resolved.items():
+                if not (r.train_only and mode not in _TRAIN_MODES):
+                    by_config.setdefault(r.save.get_save_config(mode), set()).add(name)
+            self._groups[mode] = [(config, frozenset(names)) for config, names in by_config.items()]
         if CollectionKeys.ALL in self._include:
             self._included = tuple(resolved)
         else:
@@ -146,21 +157,24 @@ class SavePolicy:
 
     def begin_step(self, mode: ModeKeys, mode_step: int) -> bool:
         """Fix the active collections for a step; returns whether the step is saved."""
-        self.prepare()
-        verdicts: dict[int, bool] = {}
-        active = []
-        for name, r in self._resolved.items():
-            if r.train_only and mode not in _TRAIN_MODES:
-                continue
-            key = id(r.save)
-            verdict = verdicts.get(key)
-            if verdict is None:
-                verdict = verdicts[key] = r.save.should_save_step(mode, mode_step)
-            if verdict:
-                active.append(name)
-        self._active = frozenset(active)
-        self._step_saved = any(n in self._active for n in self._included)
+        if self.manager.version != self._version:
+            self.prepare()
+        active = _NONE
+        for config, names in self._groups[mode]:
+            if config.should_save_step(mode_step):
+                active = active | names
+        self._active = active
+        self._step_saved = bool(active) and not active.isdisjoint(self._included)
         return self._step_saved
+
+    def quiet_steps(self, mode: ModeKeys, mode_step: int, limit: int = 1 << 20) -> int:
+        """How many steps after ``mode_step`` (same mode, collections unchanged) activate no collection."""
+        nearest = limit
+        for config, _ in self._groups.get(mode, ()):
+            nxt = config.next_step_after(mode_step)
+            if nxt is not None:
+                nearest = min(nearest, nxt - mode_step - 1)
+        return max(nearest, 0)
 
     @property
     def step_saved(self) -> bool:

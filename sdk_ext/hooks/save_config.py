@@ -117,6 +117,15 @@ class SaveConfigMode:
             return False
         return step % self.save_interval == 0
 
+    def next_step_after(self, step: int) -> int | None:
+        """The first saved step after ``step``, or None if there is none."""
+        later = [s for s in self._steps if s > step]
+        first = max(step + 1, self.start_step)
+        first += -first % self.save_interval
+        if self.end_step is None or first < self.end_step:
+            later.append(first)
+        return min(later) if later else None
+
     def to_spec(self) -> SaveSpec:
         return SaveSpec(self.save_interval, self.save_steps, self.start_step, self.end_step)
 

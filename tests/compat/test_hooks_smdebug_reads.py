@@ -7,9 +7,7 @@ import pytest
 
 from sdk_ext.hooks import Hook, ReductionConfig, SaveConfig, SaveConfigMode
 from sdk_ext.modes import ModeKeys
-from tests.trial_dump import dump_with_format, dump_with_smdebug
-
-pytestmark = pytest.mark.smdebug
+from tests.trial_dump import dump_with_format, dump_with_smdebug, dump_with_trials
 
 
 def write_trial(out: Path) -> None:
@@ -40,6 +38,7 @@ def write_trial(out: Path) -> None:
     assert hook.failure is None
 
 
+@pytest.mark.smdebug
 def test_smdebug_reads_what_the_framework_free_hook_wrote(tmp_path: Path, smdebug_python: Path) -> None:
     trial = tmp_path / "trial"
     write_trial(trial)
@@ -54,3 +53,13 @@ def test_smdebug_reads_what_the_framework_free_hook_wrote(tmp_path: Path, smdebu
     assert theirs["loaded_all_steps"] is True
     assert theirs["tensors"] == ours["tensors"]  # every value and stored reduction, bit for bit
     assert set(theirs["tensors"]["dense/weight"]["0"]["worker_0"]["reductions"]) == {"mean", "max", "abs_l2"}
+
+
+def test_the_projects_reader_reads_what_the_framework_free_hook_wrote(tmp_path: Path) -> None:
+    trial = tmp_path / "trial"
+    write_trial(trial)
+    mine = dump_with_trials(trial)
+    ours = dump_with_format(trial)
+    assert mine["loaded_all_steps"] is True
+    for key in ("tensor_names", "workers", "modes", "steps", "mode_of_step", "tensors"):
+        assert mine[key] == ours[key], key

@@ -10,7 +10,6 @@ from sdk_ext.format.records import read_record
 from sdk_ext.hooks import TrialWriter
 from sdk_ext.modes import ModeKeys
 from sdk_ext.storage import LocalStorage
-from sdk_ext.storage.base import Buffer
 
 
 def files(root: Path) -> list[str]:
@@ -82,30 +81,68 @@ def test_empty_step_writes_nothing(tmp_path: Path) -> None:
 
 
 class FailingIndexStorage(LocalStorage):
+    """Index files cannot be committed (the disk filled up)."""
+
+    def open_write(self, key: str):  # type: ignore[no-untyped-def]
+        writer = super().open_write(key)
+        if key.startswith("index/"):
+            def fail() -> None:
+                raise StorageError(f"{key}: disk full")
+            writer.commit = fail  # type: ignore[method-assign]
+        return writer
+
     def write(self, key: str, data: object) -> None:  # type: ignore[override]
         if key.startswith("index/"):
             raise StorageError(f"{key}: disk full")
         super().write(key, data)  # type: ignore[arg-type]
 
 
-def test_background_write_errors_surface_on_flush_and_no_index_is_left(tmp_path: Path) -> None:
-    w = TrialWriter(FailingIndexStorage(tmp_path))
+@pytest.mark.parametrize("lag", [0, 2])
+def test_commit_errors_surface_and_no_index_is_left(tmp_path: Path, lag: int) -> None:
+    w = TrialWriter(FailingIndexStorage(tmp_path), lag=lag)
     w.open_step(0, ModeKeys.TRAIN, 0)
     w.write_tensor("x", np.zeros(3))
-    w.close_step()
     with pytest.raises(StorageError, match="disk full"):
-        w.flush()
-    assert not any(name.startswith("index/") for name in files(tmp_path))
+        w.close_step()  # lag 0: committed (or not) before close_step returns
+        w.flush()  # lag > 0: the background commit's error surfaces here
+    assert not any(name.startswith("index/") and name.endswith(".json") for name in files(tmp_path))
     w.close()
 
 
-def test_writes_of_one_object_are_never_interleaved(tmp_path: Path) -> None:
-    seen: list[str] = []
+def test_files_are_created_ahead_and_a_wrong_guess_leaves_nothing(tmp_path: Path) -> None:
+    w = TrialWriter(LocalStorage(tmp_path))
+    for step in (0, 1):  # saved back to back: step 2's event file is created ahead
+        w.open_step(step, ModeKeys.TRAIN, step)
+        w.write_tensor("x", np.zeros(3))
+        w.close_step()
+    w.open_step(7, ModeKeys.TRAIN, 7)  # the guess was wrong
+    w.write_tensor("x", np.zeros(3))
+    w.close()
+    assert files(tmp_path) == [
+        "events/000000000000/000000000000_worker_0.tfevents",
+        "events/000000000001/000000000001_worker_0.tfevents",
+        "events/000000000007/000000000007_worker_0.tfevents",
+        "index/000000000/000000000000_worker_0.json",
+        "index/000000000/000000000001_worker_0.json",
+        "index/000000000/000000000007_worker_0.json",
+    ]
+    assert sorted(p.name for p in (tmp_path / "events").iterdir()) == ["000000000000", "000000000001", "000000000007"]
+
+
+def test_each_index_is_committed_after_its_event_file_and_the_end_marker_last(tmp_path: Path) -> None:
+    committed: list[str] = []
 
     class Recording(LocalStorage):
-        def write(self, key: str, data: Buffer) -> None:  # type: ignore[override]
-            seen.append(key)
-            super().write(key, data)
+        def open_write(self, key: str):  # type: ignore[no-untyped-def]
+            writer = super().open_write(key)
+            commit = writer.commit
+
+            def recorded() -> None:
+                commit()
+                committed.append(key)
+
+            writer.commit = recorded  # type: ignore[method-assign]
+            return writer
 
     w = TrialWriter(Recording(tmp_path))
     for step in range(3):
@@ -114,4 +151,7 @@ def test_writes_of_one_object_are_never_interleaved(tmp_path: Path) -> None:
         w.close_step()
     w.write_end_marker()
     w.close()
-    assert seen == [f"index/000000000/{s:012d}_worker_0.json" for s in range(3)] + ["training_job_end.ts"]
+    expected = []
+    for s in range(3):
+        expected += [f"events/{s:012d}/{s:012d}_worker_0.tfevents", f"index/000000000/{s:012d}_worker_0.json"]
+    assert committed == expected + ["training_job_end.ts"]

@@ -81,3 +81,19 @@ def test_to_json_dict_matches_the_collections_file_form() -> None:
     assert SaveConfig(save_interval=2, save_steps=[1]).to_json_dict()["EVAL"] == {
         "save_interval": 2, "save_steps": [1], "start_step": 0, "end_step": None,
     }
+
+
+@pytest.mark.parametrize("kwargs", [
+    {}, {"save_interval": 7, "start_step": 10, "end_step": 50}, {"save_interval": 100, "save_steps": [3, 250]},
+    {"save_interval": 1, "end_step": 5}, {"save_interval": 4, "start_step": 9},
+])
+def test_next_step_after_agrees_with_should_save_step(kwargs: dict[str, object]) -> None:
+    c = SaveConfigMode(**kwargs)  # type: ignore[arg-type]
+    saved = [s for s in range(1200) if c.should_save_step(s)]
+    for step in range(0, 1100, 13):
+        later = [s for s in saved if s > step]
+        nxt = c.next_step_after(step)
+        if later:
+            assert nxt == later[0]
+        else:
+            assert nxt is None or nxt >= 1200

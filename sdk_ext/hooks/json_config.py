@@ -1,0 +1,246 @@
+"""Hook configuration from SageMaker's ``debughookconfig.json`` (the request's ``DebugHookConfig``).
+
+SageMaker writes the CreateTrainingJob ``DebugHookConfig`` into the training container as
+``/opt/ml/input/config/debughookconfig.json`` (``$SMDEBUG_CONFIG_FILE_PATH`` overrides)::
+
+    {"S3OutputPath": "s3://bucket/prefix",            # ignored: SageMaker uploads LocalPath there
+     "LocalPath": "/opt/ml/output/tensors",           # out_dir (this is the default)
+     "HookParameters": {"save_interval": "100", "eval.save_interval": "10", "reductions": "mean,l2_norm",
+                        "save_raw_tensor": "true", "include_regex": "fc1.*,fc2.*", "save_all": "false",
+                        "include_workers": "one", "export_tensorboard": "false", "tensorboard_dir": "/path"},
+     "CollectionConfigurations": [{"CollectionName": "gradients", "CollectionParameters": {"save_interval": "10"}},
+                                  {"CollectionName": "losses"}]}
+
+Mapping (smdebug's, reference/FORMAT.md §10): hook parameters give the hook's save config (per mode:
+plain keys, overridden by ``train.``/``eval.``/``predict.``/``global.`` keys), its reduction config
+(only if ``reductions`` is given; then ``save_raw_tensor`` defaults to false), ``include_regex``,
+``save_all``, ``include_workers``. Every named collection is saved; its save config is the hook's,
+overridden by the collection's plain keys, overridden by its mode keys. A collection named twice
+(a rule and the user both ask for it) gets both parameter sets applied in list order.
+
+Differences from smdebug: an unknown parameter, a bad number or regex raises ConfigError naming
+the key (smdebug ignored typos); booleans may be JSON booleans or "true"/"false" strings;
+``save_shape``/``save_raw_tensor`` count without ``reductions`` too.
+Inside SageMaker (``TRAINING_JOB_NAME`` set) TensorBoard export follows
+``tensorboardoutputconfig.json`` (``$TENSORBOARD_CONFIG_FILE_PATH``), as in smdebug.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from sdk_ext.exceptions import ConfigError
+from sdk_ext.hooks.collections import Collection
+from sdk_ext.hooks.reduction_config import ReductionConfig, parse_bool
+from sdk_ext.hooks.save_config import SaveConfig, SaveConfigMode
+from sdk_ext.modes import ModeKeys
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_CONFIG_PATH = "/opt/ml/input/config/debughookconfig.json"
+DEFAULT_TENSORBOARD_CONFIG_PATH = "/opt/ml/input/config/tensorboardoutputconfig.json"
+DEFAULT_OUT_DIR = "/opt/ml/output/tensors"
+DEFAULT_TENSORBOARD_DIR = "/opt/ml/output/tensorboard"
+CONFIG_PATH_ENV = "SMDEBUG_CONFIG_FILE_PATH"
+TENSORBOARD_CONFIG_PATH_ENV = "TENSORBOARD_CONFIG_FILE_PATH"
+
+_SAVE_KEYS = ("save_interval", "save_steps", "start_step", "end_step")
+_MODE_PREFIXES = {"train.": ModeKeys.TRAIN, "eval.": ModeKeys.EVAL, "predict.": ModeKeys.PREDICT, "global.": ModeKeys.GLOBAL}
+_REDUCTION_KEYS = ("reductions", "save_raw_tensor", "save_shape")
+HOOK_KEYS = frozenset(
+    (*_SAVE_KEYS, *_REDUCTION_KEYS, "include_regex", "save_all", "include_workers", "export_tensorboard", "tensorboard_dir")
+)
+COLLECTION_KEYS = frozenset((*_SAVE_KEYS, *_REDUCTION_KEYS, "include_regex", "save_histogram"))
+
+
+def config_path(path: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None) -> str:
+    """The config file to read: ``path``, else ``$SMDEBUG_CONFIG_FILE_PATH``, else SageMaker's default."""
+    env = os.environ if env is None else env
+    return os.fspath(path) if path is not None else env.get(CONFIG_PATH_ENV, DEFAULT_CONFIG_PATH)
+
+
+def load_config_file(path: str) -> dict[str, Any]:
+    """Read and parse the JSON file. Raises ConfigError if it is missing or not a JSON object."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+    except FileNotFoundError as err:
+        raise ConfigError(f"debug hook config file {path} does not exist", where="debug hook config") from err
+    except (OSError, ValueError) as err:
+        raise ConfigError(f"cannot read {path} as JSON: {err}", where="debug hook config") from err
+    if not isinstance(doc, dict):
+        raise ConfigError(f"{path} must hold a JSON object (the DebugHookConfig), got {type(doc).__name__}",
+                          where="debug hook config")
+    return doc
+
+
+def _split_keys(params: Mapping[str, Any], allowed: frozenset[str], where: str, problems: list[str]) -> None:
+    for key in params:
+        base = key
+        for prefix in _MODE_PREFIXES:
+            if key.startswith(prefix):
+                base = key[len(prefix):]
+                if base not in _SAVE_KEYS:
+                    problems.append(f"{where}: {key!r}: only {', '.join(_SAVE_KEYS)} take a mode prefix")
+                break
+        else:
+            if base not in allowed:
+                problems.append(f"{where}: unknown parameter {key!r}; known: {', '.join(sorted(allowed))} "
+                                "(save keys may take a train./eval./predict./global. prefix)")
+
+
+def _save_values(params: Mapping[str, Any], prefix: str) -> dict[str, Any]:
+    return {k: params[prefix + k] for k in _SAVE_KEYS if prefix + k in params}
+
+
+def save_config_from_params(params: Mapping[str, Any], base: SaveConfig | None = None) -> SaveConfig:
+    """Per mode: ``base``'s values, overridden by the plain keys, overridden by the mode's keys."""
+    plain = _save_values(params, "")
+    modes: dict[ModeKeys | str, SaveConfigMode | Mapping[str, Any] | None] = {}
+    for prefix, mode in _MODE_PREFIXES.items():
+        values = dict(base.get_save_config(mode).to_json_dict()) if base is not None else {}
+        values.update(plain)
+        values.update(_save_values(params, prefix))
+        modes[mode] = SaveConfigMode.from_dict(values)
+    return SaveConfig(modes)
+
+
+def reduction_config_from_params(params: Mapping[str, Any]) -> ReductionConfig:
+    """``reductions``/``save_raw_tensor``/``save_shape``. With ``reductions``, raw values are saved only if
+    ``save_raw_tensor`` says so (smdebug's rule); without, they are saved unless it says no (smdebug
+    ignored ``save_shape`` and ``save_raw_tensor`` when ``reductions`` was absent)."""
+    values = dict(params)
+    values.setdefault("save_raw_tensor", "reductions" not in params)
+    return ReductionConfig.from_dict({k: values[k] for k in _REDUCTION_KEYS if k in values})
+
+
+def _csv(value: Any, what: str) -> list[str]:
+    if isinstance(value, str):
+        return [v.strip() for v in value.split(",") if v.strip()]
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return list(value)
+    raise ConfigError(f"{what} must be a comma-separated string, got {value!r}", where="debug hook config")
+
+
+def _collect(problems: list[str], func: Any, *args: Any) -> Any:
+    try:
+        return func(*args)
+    except ConfigError as err:
+        problems += err.problems
+        return None
+
+
+def hook_kwargs_from_config(
+    config: Mapping[str, Any], *, builtin: Mapping[str, Iterable[str]], env: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """Constructor arguments of a hook for a ``DebugHookConfig`` dict.
+
+    Args:
+        config: the DebugHookConfig (``LocalPath``, ``HookParameters``, ``CollectionConfigurations``).
+        builtin: the hook class's built-in collections and their regexes.
+        env: the environment (``TRAINING_JOB_NAME``, ``TENSORBOARD_CONFIG_FILE_PATH``); default os.environ.
+
+    Raises:
+        ConfigError: every problem found, each naming its key.
+    """
+    env = os.environ if env is None else env
+    problems: list[str] = []
+    unknown_top = set(config) - {"S3OutputPath", "LocalPath", "HookParameters", "CollectionConfigurations"}
+    if unknown_top:
+        problems.append(f"unknown top-level keys {sorted(unknown_top)}")
+    hook_params = config.get("HookParameters") or {}
+    if not isinstance(hook_params, Mapping):
+        raise ConfigError(f"HookParameters must be an object, got {hook_params!r}", where="debug hook config")
+    _split_keys(hook_params, HOOK_KEYS, "HookParameters", problems)
+
+    save_config = _collect(problems, save_config_from_params, hook_params) or SaveConfig()
+    kwargs: dict[str, Any] = {"save_config": save_config}
+    if any(k in hook_params for k in _REDUCTION_KEYS):
+        kwargs["reduction_config"] = _collect(problems, reduction_config_from_params, hook_params)
+    if "include_regex" in hook_params:
+        kwargs["include_regex"] = _collect(problems, _csv, hook_params["include_regex"], "include_regex")
+    if "save_all" in hook_params:
+        kwargs["save_all"] = _collect(problems, parse_bool, hook_params["save_all"], "save_all")
+    if "include_workers" in hook_params:
+        kwargs["include_workers"] = str(hook_params["include_workers"]).strip()
+
+    if "TRAINING_JOB_NAME" in env:  # inside SageMaker: TensorBoard only if the job asked for it
+        tb_file = env.get(TENSORBOARD_CONFIG_PATH_ENV, DEFAULT_TENSORBOARD_CONFIG_PATH)
+        if os.path.isfile(tb_file):
+            tb = _collect(problems, load_config_file, tb_file) or {}
+            kwargs["export_tensorboard"] = True
+            kwargs["tensorboard_dir"] = tb.get("LocalPath") or DEFAULT_TENSORBOARD_DIR
+    else:
+        if "export_tensorboard" in hook_params:
+            kwargs["export_tensorboard"] = _collect(problems, parse_bool, hook_params["export_tensorboard"], "export_tensorboard")
+        if hook_params.get("tensorboard_dir"):
+            kwargs["tensorboard_dir"] = str(hook_params["tensorboard_dir"])
+
+    collections: dict[str, Collection] = {}
+    settings: dict[str, dict[str, Any]] = {}
+    configs = config.get("CollectionConfigurations") or []
+    if not isinstance(configs, list):
+        problems.append(f"CollectionConfigurations must be a list, got {configs!r}")
+        configs = []
+    for i, entry in enumerate(configs):
+        name = entry.get("CollectionName") if isinstance(entry, Mapping) else None
+        if not isinstance(name, str) or not name:
+            problems.append(f"CollectionConfigurations[{i}] has no CollectionName")
+            continue
+        params = entry.get("CollectionParameters") or {}
+        if not isinstance(params, Mapping):
+            problems.append(f"collection {name!r}: CollectionParameters must be an object")
+            continue
+        _split_keys(params, COLLECTION_KEYS, f"collection {name!r}", problems)
+        merged = settings.setdefault(name, {})
+        conflicts = [k for k in params if k in merged and merged[k] != params[k]]
+        if conflicts:
+            logger.warning("collection %r is configured twice; the later values win for %s", name, ", ".join(conflicts))
+        merged.update(params)
+    for name, params in settings.items():
+        coll = _collect(problems, _collection, name, params, builtin, save_config)
+        if coll is not None:
+            collections[name] = coll
+    if problems:
+        raise ConfigError(problems, where="debug hook config")
+    kwargs["include_collections"] = list(collections)
+    kwargs["collections"] = list(collections.values())
+    kwargs["out_dir"] = config.get("LocalPath") or DEFAULT_OUT_DIR
+    return kwargs
+
+
+def _collection(name: str, params: Mapping[str, Any], builtin: Mapping[str, Iterable[str]], hook_save: SaveConfig) -> Collection:
+    problems: list[str] = []
+    coll = Collection(name, include_regex=list(builtin.get(name, ())))
+    if any(k in params for k in _SAVE_KEYS) or any(k.startswith(tuple(_MODE_PREFIXES)) for k in params):
+        coll.save_config = _collect(problems, save_config_from_params, params, hook_save)
+    if any(k in params for k in _REDUCTION_KEYS):
+        coll.reduction_config = _collect(problems, reduction_config_from_params, params)
+    if "include_regex" in params:
+        regexes = _collect(problems, _csv, params["include_regex"], f"collection {name!r} include_regex")
+        if regexes:
+            _collect(problems, coll.include, regexes)
+    if "save_histogram" in params:
+        flag = _collect(problems, parse_bool, params["save_histogram"], f"collection {name!r} save_histogram")
+        if flag is not None:
+            coll.save_histogram = flag
+    if problems:
+        raise ConfigError(problems, where=f"collection {name!r}")
+    return coll
+
+
+__all__ = [
+    "COLLECTION_KEYS",
+    "DEFAULT_CONFIG_PATH",
+    "DEFAULT_OUT_DIR",
+    "HOOK_KEYS",
+    "config_path",
+    "hook_kwargs_from_config",
+    "load_config_file",
+    "reduction_config_from_params",
+    "save_config_from_params",
+]

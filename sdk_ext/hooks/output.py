@@ -1,0 +1,155 @@
+"""Where one worker's saved values go: the trial writer, the collections file, TensorBoard.
+
+The hook decides *what* to save (:mod:`sdk_ext.hooks.policy`); this turns a plan and a value into
+records: shape entry, then reductions (in config order), then the raw value, then TensorBoard
+summaries. The collections file is written after the first step that wrote something, rewritten
+when saved tensors joined collections later, and written at close if nothing was ever saved.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from sdk_ext.exceptions import UnsupportedDtypeError
+from sdk_ext.format.collection_file import CollectionsFile
+from sdk_ext.format.paths import reduction_tensor_name
+from sdk_ext.hooks.policy import TensorPlan
+from sdk_ext.hooks.reductions import reduce_numpy
+from sdk_ext.hooks.writer import TrialWriter
+from sdk_ext.modes import ModeKeys
+from sdk_ext.storage import LocalStorage, Storage
+
+logger = logging.getLogger(__name__)
+
+Reductions = dict[tuple[str, bool], np.ndarray[Any, Any]]
+
+
+class TrialOutput:
+    """The files of one writing worker.
+
+    Args:
+        storage: the trial root.
+        worker: ``worker_{rank}``.
+        collections: builds the current collections file content.
+        clock: wall time of records.
+        tensorboard_dir: a local directory for TensorBoard files, or None for no export.
+    """
+
+    def __init__(
+        self,
+        storage: Storage,
+        *,
+        worker: str,
+        collections: Callable[[], CollectionsFile],
+        clock: Callable[[], float],
+        tensorboard_dir: str | None = None,
+    ) -> None:
+        # local disk: a step is complete before the next opens; remote: let uploads overlap two steps
+        self.writer = TrialWriter(storage, worker=worker, clock=clock, lag=0 if isinstance(storage, LocalStorage) else 2)
+        self._collections = collections
+        self._collections_written = False
+        self._tb: Any = None
+        if tensorboard_dir is not None:
+            from sdk_ext.hooks.tensorboard import TensorBoardWriter
+
+            self._tb = TensorBoardWriter(tensorboard_dir, clock=clock)
+        self._warned: set[tuple[str, str]] = set()
+        self._step = -1
+        self._mode = ModeKeys.GLOBAL
+
+    @property
+    def step_open(self) -> bool:
+        return self.writer.step_open
+
+    def open_step(self, step: int, mode: ModeKeys, mode_step: int) -> None:
+        self._step, self._mode = step, mode
+        self.writer.open_step(step, mode, mode_step)
+
+    def close_step(self, *, collections_changed: bool) -> None:
+        """Finish the step; (re)write the collections file if it is missing or stale."""
+        if not self.writer.step_open:
+            return
+        wrote = self.writer.close_step()
+        if wrote and (collections_changed or not self._collections_written):
+            self.write_collections()
+        if self._tb is not None:
+            self._tb.flush()
+
+    def write_collections(self) -> None:
+        self.writer.write_collections(self._collections())
+        self._collections_written = True
+
+    def warn_once(self, name: str, kind: str, msg: str, *args: object) -> None:
+        if (name, kind) not in self._warned:
+            self._warned.add((name, kind))
+            logger.warning(msg, *args)
+
+    def write(
+        self,
+        name: str,
+        plan: TensorPlan,
+        array: np.ndarray[Any, Any] | None,
+        reductions: Reductions,
+        *,
+        shape: tuple[int, ...] | None = None,
+        wall_time: float | None = None,
+    ) -> None:
+        """Write what ``plan`` asks for. ``reductions`` holds ops computed already (by a framework);
+        ``array`` may be None when everything needed is in ``reductions`` and ``shape``."""
+        writer = self.writer
+        if not writer.step_open:
+            return
+        shape = tuple(array.shape) if array is not None else shape
+        if shape is None or math.prod(shape) == 0:
+            self.warn_once(name, "empty", "tensor %r is empty; empty tensors are not saved", name)
+            return
+        try:
+            if plan.shape:
+                writer.write_shape(name, shape)
+            for op, is_abs in plan.ops:
+                value = reductions.get((op, is_abs))
+                if value is None and array is not None:
+                    try:
+                        value = reduce_numpy(array, op, abs=is_abs)
+                    except (TypeError, ValueError) as err:
+                        self.warn_once(name, op, "reduction %s of %r skipped: %s", op, name, err)
+                        continue
+                if value is not None:
+                    writer.write_tensor(reduction_tensor_name(name, op, abs=is_abs), value, wall_time=wall_time)
+            if plan.raw and array is not None:
+                writer.write_tensor(name, array, wall_time=wall_time)
+        except UnsupportedDtypeError as err:
+            self.warn_once(name, "dtype", "tensor %r not saved: %s", name, err)
+            return
+        if self._tb is not None and array is not None:
+            self._tb.add(name, array, plan, step=self._step, mode=self._mode)
+
+    def abort_step(self) -> None:
+        self.writer.abort_step()
+
+    def flush(self) -> None:
+        self.writer.flush()
+
+    def close(self, *, end_marker: bool) -> None:
+        """Close the open step, write the collections file if never written, the end marker if asked."""
+        try:
+            if self.writer.step_open:
+                self.writer.close_step()
+            if not self._collections_written:
+                self.write_collections()
+            if end_marker:
+                self.writer.write_end_marker()
+        finally:
+            try:
+                self.writer.close()
+            finally:
+                if self._tb is not None:
+                    self._tb.close()
+
+
+__all__ = ["Reductions", "TrialOutput"]

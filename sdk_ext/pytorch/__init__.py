@@ -1,0 +1,25 @@
+"""The PyTorch hook (``sdk_ext.pytorch.Hook``) and the zero-script-change entry (``get_hook``, ``zero_change``)."""
+
+from sdk_ext.hooks import (
+    Collection,
+    CollectionKeys,
+    CollectionManager,
+    ReductionConfig,
+    SaveConfig,
+    SaveConfigMode,
+)
+from sdk_ext.modes import ModeKeys
+from sdk_ext.pytorch.hook import Hook
+from sdk_ext.pytorch.zero_change import get_hook
+
+__all__ = [
+    "Collection",
+    "CollectionKeys",
+    "CollectionManager",
+    "Hook",
+    "ModeKeys",
+    "ReductionConfig",
+    "SaveConfig",
+    "SaveConfigMode",
+    "get_hook",
+]

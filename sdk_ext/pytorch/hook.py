@@ -1,0 +1,258 @@
+"""The PyTorch hook: parameters, gradients, module inputs/outputs and losses of an ``nn.Module``.
+
+    hook = sdk_ext.pytorch.Hook(out_dir, include_collections=["weights", "gradients"])
+    hook.register_module(model)          # or a torch.compile'd model, or a DDP-wrapped one
+    hook.register_loss(loss_fn)          # an nn.Module loss; record_tensor_value() for functional ones
+    for x, y in data:                    # each forward of the model starts a step (or use hook.step())
+        loss = loss_fn(model(x), y); loss.backward(); opt.step()
+
+Names (smdebug's): parameters ``{ModelClass}_{param path}`` (``Net_fc1.weight``), gradients
+``gradient/`` + that, module tensors ``{module path}_input_{i}`` / ``_output_{i}`` (the model itself
+and losses by class name: ``Net_output_0``, ``CrossEntropyLoss_output_0``). Parameters are saved at
+the start of a saved step (before that step's update); gradients as backward produces them (a
+rank's own gradients, before any all-reduce). A ``torch.compile``'d model is named like its
+original; its submodules' inputs/outputs are not captured (hooks inside a compiled graph would
+force recompiles), everything else is.
+
+Cost: hooks on submodules are registered only for modules an included collection can claim, and
+gradient hooks only during saved steps, so a step that saves nothing costs two Python calls.
+Workers: ``worker_{rank}`` of ``torch.distributed`` when it is initialized.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from sdk_ext.hooks import collections as collections_module
+from sdk_ext.hooks.hook import Hook as BaseHook
+from sdk_ext.hooks.hook import guarded
+from sdk_ext.hooks.policy import TensorPlan
+from sdk_ext.pytorch.tensors import iter_tensors, to_numpy, torch_reductions
+
+logger = logging.getLogger(__name__)
+
+GRADIENT_PREFIX = "gradient/"
+_PROBE_INDICES = range(4)  # a module is hooked if a collection claims one of its first tensors
+
+
+def _unwrap_compiled(module: nn.Module) -> tuple[nn.Module, bool]:
+    inner = getattr(module, "_orig_mod", None)
+    if isinstance(inner, nn.Module) and type(module).__name__ == "OptimizedModule":
+        return inner, True
+    return module, False
+
+
+class Hook(BaseHook):
+    """Saves tensors of a PyTorch training job. Same constructor as :class:`sdk_ext.hooks.Hook`."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._model: nn.Module | None = None
+        self._compiled = False
+        self._params: list[tuple[str, nn.Parameter]] = []
+        self._module_names: dict[nn.Module, str] = {}
+        self._losses: list[nn.Module] = []
+        self._step_handles: list[Any] = []  # hooks of the current saved step, removed when it ends
+        self._hooks_version: object = None
+        self._param_candidates: list[tuple[str, nn.Parameter]] = []
+        self._grad_candidates: list[tuple[str, nn.Parameter]] = []
+        self._module_candidates: list[nn.Module] = []
+        self._params_saved_at = -1
+        self._counts: dict[str, int] = {}
+        self._quiet = 0  # steps ahead known to save nothing (see _forward_pre)
+        self._quiet_token: tuple[int, Any] = (-1, None)
+
+    # --- registration ----------------------------------------------------------------------------
+
+    @guarded
+    def register_module(self, module: nn.Module) -> None:
+        """Watch ``module`` (the model): its forward marks steps, its parameters and submodules are saved."""
+        if self._model is not None:
+            raise ValueError("register_module: a model is registered already; one hook watches one model")
+        inner, self._compiled = _unwrap_compiled(module)
+        prefix = type(inner).__name__
+        self._model = module
+        self._params = [(f"{prefix}_{name}", p) for name, p in inner.named_parameters()]
+        for name, sub in inner.named_modules():
+            self._module_names[sub] = name if name else prefix
+        if self._compiled:
+            del self._module_names[inner]
+            self._module_names[module] = prefix
+        module.register_forward_pre_hook(self._forward_pre)
+
+    register_hook = register_module
+
+    @guarded
+    def register_loss(self, loss_module: nn.Module) -> None:
+        """Save the inputs/outputs of a loss module (``{LossClass}_output_0``) when collections claim them."""
+        self._module_names[loss_module] = type(loss_module).__name__
+        if loss_module not in self._losses:
+            self._losses.append(loss_module)
+            self._hooks_version = None
+            if self._in_step and self.policy.active and self._params_saved_at == self._steps.current.global_step:
+                # registered in the middle of a saved step (zero-change: during its first call)
+                self._step_handles.append(loss_module.register_forward_hook(self._forward_post))
+
+    @guarded
+    def record_tensor_value(self, tensor_name: str, tensor_value: torch.Tensor) -> None:
+        """Save a tensor computed outside modules (e.g. ``F.mse_loss(...)``) as ``{tensor_name}_output_0``."""
+        self._ensure_step()
+        self._save_module_tensors(tensor_name, "_output_", tensor_value)
+
+    # --- steps -----------------------------------------------------------------------------------
+
+    def _distributed_info(self) -> tuple[int, int]:
+        dist = torch.distributed
+        if dist.is_available() and dist.is_initialized():
+            return dist.get_rank(), dist.get_world_size()
+        return 0, 1
+
+    def _forward_pre(self, module: nn.Module, inputs: Any) -> None:
+        # Fast path, most steps: the policy said the next steps of this mode save nothing, and
+        # neither the mode nor any collection changed since. Only the counters move.
+        if self._quiet and self._quiet_token == (collections_module._CHANGES, self._steps.mode):
+            self._quiet -= 1
+            self._steps.next()
+            return
+        self._step_start(module)
+
+    @guarded
+    def _step_start(self, module: nn.Module) -> None:
+        if self._explicit_steps:
+            self._ensure_step()
+        else:
+            self._begin_step(None)
+        if not self.policy.active:
+            if not self._explicit_steps and self._out_closed():
+                current = self._steps.current
+                self._quiet = self.policy.quiet_steps(current.mode, current.mode_step)
+                self._quiet_token = (collections_module._CHANGES, current.mode)
+            return
+        step = self._steps.current.global_step
+        if self._params_saved_at == step:
+            return  # another forward in the same explicit step
+        self._params_saved_at = step
+        self._sync_candidates()
+        for name, param in self._param_candidates:
+            plan = self.policy.plan(name)
+            if plan is not None:
+                self._save(name, plan, param.data)
+        handles = self._step_handles
+        if torch.is_grad_enabled():
+            for name, param in self._grad_candidates:
+                if self.policy.plan(name) is not None:
+                    handles.append(param.register_hook(self._gradient_saver(name)))  # type: ignore[no-untyped-call]
+        for mod in self._module_candidates:  # picked up by this very call too (torch reads them after forward)
+            handles.append(mod.register_forward_hook(self._forward_post))
+
+    def _out_closed(self) -> bool:
+        return self._out is None or not self._out.step_open
+
+    def _end_step(self) -> None:
+        if self._step_handles:
+            for handle in self._step_handles:
+                handle.remove()
+            self._step_handles.clear()
+        if self._counts:
+            self._counts.clear()
+        super()._end_step()
+
+    def _sync_candidates(self) -> None:
+        """Which parameters, gradients and modules collections can claim (recomputed when collections change)."""
+        self._resolve_module_collections()
+        version = self.collection_manager.version
+        if version == self._hooks_version:
+            return
+        policy = self.policy
+        self._param_candidates = [(n, p) for n, p in self._params if policy.could_save(n)]
+        self._grad_candidates = [
+            (GRADIENT_PREFIX + n, p) for n, p in self._params if p.requires_grad and policy.could_save(GRADIENT_PREFIX + n)
+        ]
+        modules = list(self._losses)
+        for module, name in self._module_names.items():
+            claimed = any(
+                policy.could_save(f"{name}_{kind}_{i}") for kind in ("input", "output") for i in _PROBE_INDICES
+            )
+            if not claimed or module in modules:
+                continue
+            if self._compiled and module is not self._model:
+                self._warn_once("<modules>", "compiled", "inputs/outputs of submodules of a torch.compile'd model are "
+                                "not captured; register the uncompiled model to capture them")
+            else:
+                modules.append(module)
+        self._module_candidates = modules
+        self._hooks_version = self.collection_manager.version
+
+    def _resolve_module_collections(self) -> None:
+        """Turn ``Collection.add_module_tensors`` entries into regexes on the modules' tensor names."""
+        for coll in self.collection_manager:
+            pending = [m for m in coll.modules if m[0] in self._module_names]
+            for entry in pending:
+                module, inputs, outputs = entry
+                name = re.escape(self._module_names[module])  # type: ignore[index]
+                regexes = ([f"^{name}_input_"] if inputs else []) + ([f"^{name}_output_"] if outputs else [])
+                coll.modules.remove(entry)
+                if regexes:
+                    coll.include(regexes)
+
+    # --- capture ---------------------------------------------------------------------------------
+
+    def _gradient_saver(self, name: str) -> Any:
+        def save(grad: torch.Tensor) -> None:
+            self._save_gradient(name, grad)
+
+        return save
+
+    @guarded
+    def _save_gradient(self, name: str, grad: torch.Tensor) -> None:
+        if self._in_step:
+            plan = self.policy.plan(name)
+            if plan is not None:
+                self._save(name, plan, grad)
+
+    @guarded
+    def _forward_post(self, module: nn.Module, inputs: Any, outputs: Any) -> None:
+        if not self._in_step or not self.policy.active:
+            return
+        name = self._module_names.get(module)
+        if name is not None:
+            self._save_module_tensors(name, "_input_", inputs)
+            self._save_module_tensors(name, "_output_", outputs)
+
+    def _save_module_tensors(self, module_name: str, suffix: str, value: Any) -> None:
+        base = module_name + suffix
+        index = self._counts.get(base, 0)
+        for tensor in iter_tensors(value):
+            name = f"{base}{index}"
+            index += 1
+            plan = self.policy.plan(name)
+            if plan is not None:
+                self._save(name, plan, tensor)
+        self._counts[base] = index
+
+    # --- values ----------------------------------------------------------------------------------
+
+    def _to_numpy(self, value: Any) -> np.ndarray[Any, Any]:
+        return to_numpy(value)
+
+    def _save(self, name: str, plan: TensorPlan, value: Any) -> None:
+        if not isinstance(value, torch.Tensor):
+            super()._save(name, plan, value)
+            return
+        reductions = torch_reductions(value, plan.ops)
+        need_array = (
+            plan.raw
+            or len(reductions) < len(plan.ops)
+            or (self.export_tensorboard and (plan.histogram or plan.scalar))
+        )
+        array = to_numpy(value) if need_array else None
+        self._write(name, plan, array, reductions, shape=tuple(value.shape))
+
+
+__all__ = ["GRADIENT_PREFIX", "Hook"]

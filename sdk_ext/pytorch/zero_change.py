@@ -1,0 +1,138 @@
+"""Zero script change: a training script with no hook code gets a hook when SageMaker's config is present.
+
+The container needs one line, run before the training script, e.g. as the entry point::
+
+    python -m sdk_ext.pytorch.run train.py --epochs 3        # instead of: python train.py --epochs 3
+
+or, to keep ``python train.py``, a ``.pth`` file in site-packages (executed at interpreter start)::
+
+    echo "import sdk_ext.pytorch.zero_change as z; z.install()" > "$(python -c 'import site; print(site.getsitepackages()[0])')/sdk_ext_hook.pth"
+
+``install()`` does nothing unless ``debughookconfig.json`` exists (``$SMDEBUG_CONFIG_FILE_PATH``,
+default ``/opt/ml/input/config/debughookconfig.json``) and ``USE_SMDEBUG`` is not ``0``/``false``.
+Then it adds a global module forward pre-hook that, on the first call of a module with parameters
+(the model, whatever wraps it: DDP, torch.compile), creates the hook from the config and registers
+the model; loss modules (``nn.modules.loss._Loss``) called outside the model are registered as
+losses. The global pre-hook removes itself a few steps later. The hook is closed at exit. A bad
+config is logged with its reason and training runs without the hook.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from typing import Any
+
+from sdk_ext.exceptions import ConfigError
+from sdk_ext.hooks import json_config
+
+logger = logging.getLogger(__name__)
+
+_lock = threading.Lock()  # guards _state
+_state: dict[str, Any] = {"hook": None, "handle": None, "installed": False, "steps": 0}
+_WATCH_STEPS = 3  # steps during which new loss modules are looked for
+
+
+def _enabled() -> bool:
+    return os.environ.get("USE_SMDEBUG", "true").strip().lower() not in ("0", "false")
+
+
+def get_hook(json_config_path: str | None = None, create_if_not_exists: bool = False) -> Any:
+    """The zero-change hook: the one created so far, or (``create_if_not_exists``) a new one from the config.
+
+    Returns None when there is no config file, ``USE_SMDEBUG`` is off, or the config is invalid (logged).
+    """
+    from sdk_ext.pytorch.hook import Hook
+
+    with _lock:
+        hook = _state["hook"]
+        if hook is not None or not create_if_not_exists:
+            return hook
+        path = json_config.config_path(json_config_path)
+        if not _enabled() or not os.path.isfile(path):
+            return None
+        try:
+            hook = Hook.create_from_json_file(path)
+        except ConfigError as err:
+            logger.error("sdk_ext: not saving debugging data: %s", err)
+            _state["hook"] = False
+            return None
+        _state["hook"] = hook
+        return hook
+
+
+def install(json_config_path: str | None = None) -> bool:
+    """Arm the zero-change hook; True if a config was found. Safe to call more than once."""
+    if _state["installed"]:
+        return True
+    path = json_config.config_path(json_config_path)
+    if not _enabled() or not os.path.isfile(path):
+        return False
+    import torch
+
+    def pre_hook(module: torch.nn.Module, inputs: Any) -> None:
+        _on_module_call(module, path)
+
+    _ensure_log_output()
+    _state["handle"] = torch.nn.modules.module.register_module_forward_pre_hook(pre_hook)
+    _state["installed"] = True
+    logger.info("sdk_ext: the debugger hook will be created from %s at the first forward call", path)
+    return True
+
+
+def _on_module_call(module: Any, path: str) -> None:
+    import torch
+
+    try:
+        hook = get_hook(path, create_if_not_exists=True)
+        if not hook:
+            _uninstall()
+            return
+        if hook._model is None:
+            if isinstance(module, torch.nn.modules.loss._Loss) or not any(True for _ in module.parameters()):
+                return  # not the model
+            hook.register_module(module)
+            hook._forward_pre(module, None)  # this call's pre-hook ran before the registration
+            return
+        if module is hook._model:
+            _state["steps"] += 1
+            if _state["steps"] > _WATCH_STEPS:
+                _uninstall()
+            return
+        if isinstance(module, torch.nn.modules.loss._Loss) and module not in hook._module_names:
+            hook.register_loss(module)
+    except Exception:
+        logger.exception("sdk_ext: the zero-change hook failed; training goes on without it")
+        _uninstall()
+
+
+def _uninstall() -> None:
+    handle = _state["handle"]
+    if handle is not None:
+        handle.remove()
+        _state["handle"] = None
+
+
+def uninstall() -> None:
+    """Remove the global pre-hook and forget the zero-change hook (closing it)."""
+    _uninstall()
+    hook = _state["hook"]
+    if hook:
+        hook.close()
+    _state.update(hook=None, installed=False, steps=0)
+
+
+def _ensure_log_output() -> None:
+    """A script that configured no logging would never show the hook's messages (errors included):
+    send sdk_ext's records to stderr then, as smdebug did."""
+    package = logging.getLogger("sdk_ext")
+    if logging.getLogger().handlers or any(not isinstance(h, logging.NullHandler) for h in package.handlers):
+        return
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("[sdk_ext %(levelname)s %(asctime)s] %(message)s"))
+    package.addHandler(handler)
+    package.setLevel(logging.INFO)
+
+
+__all__ = ["get_hook", "install", "uninstall"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from sdk_ext.storage.base import Buffer, ObjectWriter, ReadRequest, Storage, join_key
+from sdk_ext.storage.base import Buffer, ObjectInfo, ObjectWriter, ReadRequest, Storage, join_key
 from sdk_ext.storage.local import LocalStorage
 from sdk_ext.storage.memory import InMemoryStorage
 
@@ -26,6 +26,7 @@ __all__ = [
     "Buffer",
     "InMemoryStorage",
     "LocalStorage",
+    "ObjectInfo",
     "ObjectWriter",
     "ReadRequest",
     "Storage",

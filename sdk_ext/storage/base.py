@@ -24,6 +24,15 @@ class ReadRequest:
     length: int | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class ObjectInfo:
+    """What a listing says about one object: enough to tell whether a cached copy is current."""
+
+    key: str
+    size: int
+    etag: str  # S3's ETag (quotes stripped); changes whenever the object is rewritten
+
+
 @runtime_checkable
 class ObjectWriter(Protocol):
     """An object being written. Nothing is visible under its key until :meth:`commit`."""
@@ -74,4 +83,4 @@ def join_key(*parts: str) -> str:
     return "/".join(p.strip("/") for p in parts if p.strip("/"))
 
 
-__all__ = ["Buffer", "ObjectWriter", "ReadRequest", "Storage", "join_key"]
+__all__ = ["Buffer", "ObjectInfo", "ObjectWriter", "ReadRequest", "Storage", "join_key"]

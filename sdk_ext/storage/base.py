@@ -8,6 +8,7 @@ yet", never "the listing failed".
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
@@ -63,7 +64,7 @@ class Storage(Protocol):
     def read(self, key: str, *, start: int = 0, length: int | None = None) -> bytes:
         """Bytes ``[start, start+length)`` of ``key``. Raises StorageNotFound if it does not exist."""
 
-    def read_many(self, requests: Sequence[ReadRequest]) -> list[bytes]:
+    def read_many(self, requests: Sequence[ReadRequest]) -> builtins.list[bytes]:
         """Several reads, possibly concurrent; results in request order."""
 
     def exists(self, key: str) -> bool: ...

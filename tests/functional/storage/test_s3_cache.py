@@ -53,7 +53,7 @@ def test_listings_are_never_cached_and_new_event_files_are_found(s3, tmp_path):
     storage = open_storage(s3.uri("t"), cache_dir=tmp_path)
     analysis(storage)
     s3.put_many(trial_objects([3, 4]))  # the job goes on writing
-    results, requests = analysis(storage)
+    results, _ = analysis(storage)
     assert len(results) == 15 and all(len(r) == 1000 for r in results)
     # the new event files were validated with one listing of what came after the last key seen
     assert any("start-after=t%2Fevents%2F000000000002" in r.query for r in s3.proxy.requests)

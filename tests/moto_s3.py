@@ -17,6 +17,7 @@ from __future__ import annotations
 import http.client
 import logging
 import os
+import socket
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -128,6 +129,11 @@ class _ProxyHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     _upstream: http.client.HTTPConnection | None = None
 
+    def setup(self) -> None:
+        super().setup()
+        # headers and body leave in separate writes: without this, Nagle + delayed ACK stall each one 40 ms
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
     def log_message(self, format: str, *args: Any) -> None:
         pass
 
@@ -153,6 +159,11 @@ class _ProxyHandler(BaseHTTPRequestHandler):
             if name.lower() not in _HOP_HEADERS:
                 self.send_header(name, value)
         self.send_header("Content-Length", str(len(payload)))
+        if any(n.lower() == "connection" and v.lower() == "close" for n, v in headers):
+            # transparent: moto (werkzeug) closes every connection, so clients reconnect as they would
+            # without the proxy (smdebug's forked readers share one pooled connection otherwise)
+            self.send_header("Connection", "close")
+            self.close_connection = True
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(payload[:cut])
@@ -178,6 +189,8 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         for attempt in range(2):  # moto may have closed an idle kept-alive connection
             if self._upstream is None:
                 self._upstream = http.client.HTTPConnection(*self.owner.upstream, timeout=60)
+                self._upstream.connect()
+                self._upstream.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             try:
                 self._upstream.putrequest(self.command, self.path, skip_host=True, skip_accept_encoding=True)
                 for name, value in self.headers.items():

@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -101,7 +103,7 @@ def run_child(python: str, impl: str, uri: str, workload: str, sample: int, env:
     proxy.clear()
     started = time.perf_counter()
     done = subprocess.run([python, "-c", CHILD, impl, uri, workload, str(sample)], env=env, capture_output=True,
-                          text=True, timeout=3600)
+                          text=True, timeout=3600, check=False)
     wall = time.perf_counter() - started
     if done.returncode != 0:
         raise RuntimeError(f"{impl} {workload} failed:\n{done.stderr[-3000:]}")
@@ -131,8 +133,6 @@ def main(argv: list[str] | None = None) -> int:
     from moto.s3.models import s3_backends
     from moto.server import ThreadedMotoServer
 
-    import logging
-
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
@@ -145,8 +145,6 @@ def main(argv: list[str] | None = None) -> int:
     backend = s3_backends[DEFAULT_ACCOUNT_ID]["aws"]
     for key, data in trial_objects(args.steps, args.tensors, args.elements).items():
         backend.put_object(bucket, f"{PREFIX}/{key}", data)
-
-    import tempfile
 
     env = dict(os.environ)
     env.update(s3_environment(proxy.url, Path(tempfile.mkdtemp(prefix="bench-aws-"))))
@@ -173,21 +171,24 @@ def main(argv: list[str] | None = None) -> int:
 def report(results: dict[str, dict[str, dict[str, float]]], args: argparse.Namespace) -> str:
     ours, theirs = results["sdk_ext"], results["smdebug"]
     lines = [
-        f"S3 trial on moto, {args.steps} steps x {args.tensors} float32[{args.elements}] tensors, 1 worker "
+        (f"S3 trial on moto, {args.steps} steps x {args.tensors} float32[{args.elements}] tensors, 1 worker "
         f"(`python -m tests.bench.s3_trial --steps {args.steps} --tensors {args.tensors} "
-        f"--elements {args.elements} --sample {args.sample}`)",
+        f"--elements {args.elements} --sample {args.sample}`)"),
         "",
-        "| workload | sdk_ext requests (LIST/GET) | smdebug requests (LIST/GET) | requests ratio "
-        "| sdk_ext time | smdebug time | time ratio |",
+        ("| workload | sdk_ext requests (LIST/GET) | smdebug requests (LIST/GET) | requests ratio "
+         "| sdk_ext time | smdebug time | time ratio |"),
         "|---|---|---|---|---|---|---|",
     ]
     for workload in ("open", "sample", "all"):
         o, t = ours.get(workload), theirs.get(workload)
         if o is None:
             continue
-        label = {"open": "open (create_trial, steps, tensor_names)",
-                 "sample": f"open + {int(o['values'])} values, value() one by one",
-                 "all": f"open + all {int(o['values'])} values (Tensor.values)"}[workload]
+        labels = {
+            "open": "open (create_trial, steps, tensor_names)",
+            "sample": f"open + {int(o['values'])} values, value() one by one",
+            "all": f"open + all {int(o['values'])} values (Tensor.values)",
+        }
+        label = labels[workload]
         mine = f"{int(o['requests'])} ({int(o['lists'])}/{int(o['gets'])})"
         if t is None:
             lines.append(f"| {label} | {mine} | not run (too slow) | | {o['total_s']:.2f} s | | |")

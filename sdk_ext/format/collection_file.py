@@ -60,7 +60,8 @@ class CollectionsFile:
     num_workers: int
 
 
-def _collection_doc(spec: CollectionSpec) -> dict[str, Any]:
+def collection_to_dict(spec: CollectionSpec) -> dict[str, Any]:
+    """One collection as the file stores it (smdebug's ``Collection.to_json_dict()``)."""
     reduction = None
     if spec.reduction is not None:
         reduction = {
@@ -93,7 +94,7 @@ def _collection_doc(spec: CollectionSpec) -> dict[str, Any]:
 def encode_collections(file: CollectionsFile) -> bytes:
     """The collections document, byte for byte as smdebug writes it."""
     doc = {
-        "collections": {name: _collection_doc(spec) for name, spec in file.collections.items()},
+        "collections": {name: collection_to_dict(spec) for name, spec in file.collections.items()},
         "_meta": {"num_workers": file.num_workers},
     }
     return json.dumps(doc).encode("utf-8")
@@ -198,6 +199,7 @@ def parse_collections(data: bytes, *, key: str = "<collections>") -> Collections
 
 __all__ = [
     "CollectionSpec",
+    "collection_to_dict",
     "CollectionsFile",
     "ReductionSpec",
     "SaveSpec",

@@ -1,0 +1,76 @@
+"""Collections as a trial shows them: read-only, with smdebug's attribute names.
+
+A custom rule written against smdebug reads ``trial.collection("weights").tensor_names`` (a set)
+and ``.include_regex`` (a list); those keep their types here. ``reduction_config`` and
+``save_config`` are the format's frozen specs (:class:`~sdk_ext.format.ReductionSpec`, a dict of
+:class:`~sdk_ext.format.SaveSpec` by mode) rather than smdebug's mutable config objects.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from sdk_ext.format.collection_file import CollectionSpec, ReductionSpec, SaveSpec, collection_to_dict
+from sdk_ext.modes import ModeKeys
+
+
+class Collection:
+    """One collection of the trial's collections file."""
+
+    __slots__ = ("_regex", "_spec")
+
+    def __init__(self, spec: CollectionSpec) -> None:
+        self._spec = spec
+        self._regex: list[re.Pattern[str]] | None = None
+
+    @classmethod
+    def empty(cls, name: str) -> Collection:
+        """What smdebug hands out for a name the trial does not define: no tensors, no regex."""
+        return cls(CollectionSpec(name=name))
+
+    @property
+    def name(self) -> str:
+        return self._spec.name
+
+    @property
+    def include_regex(self) -> list[str]:
+        return list(self._spec.include_regex)
+
+    @property
+    def tensor_names(self) -> set[str]:
+        return set(self._spec.tensor_names)
+
+    @property
+    def reduction_config(self) -> ReductionSpec | None:
+        return self._spec.reduction
+
+    @property
+    def save_config(self) -> dict[ModeKeys, SaveSpec] | None:
+        return None if self._spec.save is None else dict(self._spec.save)
+
+    @property
+    def save_histogram(self) -> bool:
+        return self._spec.save_histogram
+
+    @property
+    def spec(self) -> CollectionSpec:
+        return self._spec
+
+    def matches(self, tensor_name: str) -> bool:
+        """Whether a saved tensor belongs here: listed by name, or found by one of the regexes."""
+        if tensor_name in self._spec.tensor_names:
+            return True
+        if self._regex is None:
+            self._regex = [re.compile(r) for r in self._spec.include_regex]
+        return any(r.search(tensor_name) for r in self._regex)
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """The collection as its collections file stores it (smdebug's ``Collection.to_json_dict``)."""
+        return collection_to_dict(self._spec)
+
+    def __repr__(self) -> str:
+        return f"<Collection {self.name!r}: {len(self._spec.tensor_names)} names, regex {list(self._spec.include_regex)}>"
+
+
+__all__ = ["Collection"]

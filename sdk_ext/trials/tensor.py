@@ -1,0 +1,223 @@
+"""One saved tensor of a trial: its steps, values, shapes and reductions (smdebug's Tensor API).
+
+Steps are global steps with ``mode=ModeKeys.GLOBAL`` (the default) and mode steps otherwise. With
+several workers, ``worker=None`` picks the lexicographically first worker that saved the tensor at
+that step. Errors are smdebug's: TensorUnavailableForStep (the step exists but holds no such value),
+StepUnavailable (the step was never saved and never will be), StepNotYetAvailable (not written
+yet), NoMoreData (training ended before that step), InvalidWorker.
+"""
+
+from __future__ import annotations
+
+import bisect
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from sdk_ext.exceptions import (
+    InvalidWorker,
+    NoMoreData,
+    ShapeUnavailableForStep,
+    StepNotYetAvailable,
+    StepUnavailable,
+    TensorUnavailableForStep,
+)
+from sdk_ext.modes import ModeKeys, StepState
+from sdk_ext.trials.index_cache import ReductionKey, StepFile
+from sdk_ext.trials.reductions import compute_reduction, normalize_op
+
+if TYPE_CHECKING:
+    from sdk_ext.trials.trial import Trial
+
+_GLOBAL = ModeKeys.GLOBAL
+
+
+def _mode(mode: ModeKeys | str | int) -> ModeKeys:
+    return mode if isinstance(mode, ModeKeys) else ModeKeys.parse(mode)
+
+
+class Tensor:
+    """A tensor of a :class:`~sdk_ext.trials.Trial`; get one with ``trial.tensor(name)``."""
+
+    __slots__ = ("_steps", "_steps_key", "_trial", "name")
+
+    def __init__(self, name: str, trial: Trial) -> None:
+        self.name = name
+        self._trial = trial
+        self._steps_key: tuple[int, bool, int] | None = None
+        self._steps: dict[ModeKeys, list[tuple[int, int]]] = {}  # mode -> [(step, global step)]
+
+    @property
+    def trial(self) -> Trial:
+        return self._trial
+
+    def __repr__(self) -> str:
+        return f"<Tensor {self.name!r} of trial {self._trial.name!r}>"
+
+    # --- steps -------------------------------------------------------------------------------------
+
+    def _all_steps(self, mode: ModeKeys) -> list[tuple[int, int]]:
+        """``(step, global step)`` pairs where this tensor has any entry, sorted by step."""
+        index = self._trial._index
+        key = (index.generation, self._trial._loaded_all, index.last_complete_step)
+        if key != self._steps_key:
+            self._steps_key, self._steps = key, {}
+        pairs = self._steps.get(mode)
+        if pairs is None:
+            name = self.name
+            by_step = index.by_step
+            if mode is _GLOBAL:
+                pairs = [(g, g) for g in index.steps if any(name in f.names for f in by_step[g])]
+            else:
+                found = {
+                    (f.mode_step, g) for g in index.steps for f in by_step[g] if f.mode is mode and name in f.names
+                }
+                pairs = sorted(found)
+            self._steps[mode] = pairs
+        return pairs
+
+    def steps(self, mode: ModeKeys = _GLOBAL, show_incomplete_steps: bool = False) -> list[int]:
+        """Steps at which this tensor was saved; only complete steps unless ``show_incomplete_steps``.
+
+        A step is complete once every worker wrote it, a later step was written by every worker, or
+        training ended. (smdebug compared a list with an int here, so its answer depended on the
+        trial-wide last complete step alone, compared with the *mode* step.)
+        """
+        trial = self._trial
+        trial._maybe_refresh()
+        pairs = self._all_steps(_mode(mode))
+        if show_incomplete_steps or trial._loaded_all:
+            return [s for s, _ in pairs]
+        complete = trial._index.is_complete
+        return [s for s, g in pairs if complete(g)]
+
+    def prev_steps(self, step: int, n: int | None = None, mode: ModeKeys = _GLOBAL) -> list[int]:
+        """The (complete) steps up to and including ``step``; only the last ``n`` if given."""
+        steps = self.steps(mode=mode)
+        before = steps[: bisect.bisect_right(steps, step)]
+        return before[-n:] if n else before
+
+    # --- locating one step ---------------------------------------------------------------------------
+
+    def _holders(self, step: int, mode: ModeKeys) -> list[StepFile]:
+        found = self._trial._index.files_at(step, mode)
+        if found is None:
+            return []
+        name = self.name
+        return [f for f in found[1] if name in f.names]
+
+    def _step_file(self, step: int, mode: ModeKeys, worker: str | None) -> StepFile:
+        """The step file holding this tensor at ``step``, refreshing once on a miss."""
+        holders = self._holders(step, mode)
+        if not holders:
+            trial = self._trial
+            trial._maybe_refresh()
+            holders = self._holders(step, mode)
+            if not holders:
+                self._raise_missing(step, mode)
+        if worker is None:
+            return holders[0]
+        for f in holders:
+            if f.worker == worker:
+                return f
+        raise InvalidWorker(worker, [f.worker for f in holders])
+
+    def _raise_missing(self, step: int, mode: ModeKeys) -> None:
+        trial = self._trial
+        state = trial.has_passed_step(step, mode)
+        if state is StepState.AVAILABLE:
+            raise TensorUnavailableForStep(self.name, step, mode)
+        if state is StepState.UNAVAILABLE:
+            raise StepUnavailable(step, mode)
+        if trial._loaded_all:
+            steps = trial.steps(mode=mode)
+            raise NoMoreData(step, mode, steps[-1] if steps else -1)
+        raise StepNotYetAvailable(step, mode)
+
+    # --- values ------------------------------------------------------------------------------------------
+
+    def value(self, step_num: int, mode: ModeKeys = _GLOBAL, worker: str | None = None) -> np.ndarray[Any, Any]:
+        """The saved array at ``step_num`` (dtype and shape as written)."""
+        mode = _mode(mode)
+        sf = self._step_file(step_num, mode, worker)
+        loc = sf.raw.get(self.name)
+        if loc is None:
+            raise TensorUnavailableForStep(self.name, step_num, mode, has_reductions=self.name in sf.reductions)
+        return self._trial._read(sf, loc, self.name, step_num, mode)
+
+    def values(self, mode: ModeKeys = _GLOBAL, worker: str | None = None) -> dict[int, np.ndarray[Any, Any]]:
+        """``{step: value}`` over the complete steps, read in one batch."""
+        mode = _mode(mode)
+        steps = self.steps(mode=mode)
+        located = []
+        for step in steps:
+            sf = self._step_file(step, mode, worker)
+            loc = sf.raw.get(self.name)
+            if loc is None:
+                raise TensorUnavailableForStep(self.name, step, mode, has_reductions=self.name in sf.reductions)
+            located.append((sf, loc))
+        return dict(zip(steps, self._trial._read_many(located, self.name, steps, mode)))
+
+    def shape(self, step_num: int, mode: ModeKeys = _GLOBAL, worker: str | None = None) -> tuple[int, ...]:
+        """The shape saved at ``step_num``: the shape entry if there is one, else the value's."""
+        mode = _mode(mode)
+        sf = self._step_file(step_num, mode, worker)
+        shape = sf.shapes.get(self.name)
+        if shape is not None:
+            return shape
+        loc = sf.raw.get(self.name)
+        if loc is None:
+            raise ShapeUnavailableForStep(self.name, step_num, mode)
+        return tuple(self._trial._read(sf, loc, self.name, step_num, mode).shape)
+
+    def workers(self, step_num: int, mode: ModeKeys = _GLOBAL) -> list[str]:
+        """The workers that saved this tensor at ``step_num``, sorted."""
+        mode = _mode(mode)
+        holders = self._holders(step_num, mode)
+        if not holders:
+            self._trial._maybe_refresh()
+            holders = self._holders(step_num, mode)
+        if not holders:
+            raise TensorUnavailableForStep(self.name, step_num, mode)
+        return [f.worker for f in holders]
+
+    # --- reductions --------------------------------------------------------------------------------------
+
+    def reduction_value(
+        self,
+        step_num: int,
+        reduction_name: str,
+        mode: ModeKeys = _GLOBAL,
+        worker: str | None = None,
+        abs: bool = False,
+    ) -> Any:
+        """A reduction at ``step_num``: the stored one, else computed from the raw value (numpy).
+
+        ``reduction_name`` is one of ``min max mean std variance sum prod l1 l2``; ``abs=True`` asks
+        for the reduction of the absolute values.
+        """
+        mode = _mode(mode)
+        op = normalize_op(reduction_name)
+        sf = self._step_file(step_num, mode, worker)
+        stored = sf.reductions.get(self.name)
+        loc = None if stored is None else stored.get((op, bool(abs)))
+        if loc is not None:
+            return self._trial._read(sf, loc, self.name, step_num, mode)
+        raw = sf.raw.get(self.name)
+        if raw is None:
+            raise TensorUnavailableForStep(self.name, step_num, mode, has_reductions=bool(stored))
+        return compute_reduction(op, self._trial._read(sf, raw, self.name, step_num, mode), abs=bool(abs))
+
+    def reduction_values(
+        self, step_num: int, mode: ModeKeys = _GLOBAL, worker: str | None = None
+    ) -> dict[ReductionKey, np.ndarray[Any, Any]]:
+        """Every reduction stored at ``step_num``, as ``{(op, abs): value}`` (computed ones are not listed)."""
+        mode = _mode(mode)
+        sf = self._step_file(step_num, mode, worker)
+        stored = sf.reductions.get(self.name) or {}
+        keys = list(stored)
+        arrays = self._trial._read_many([(sf, stored[k]) for k in keys], self.name, [step_num] * len(keys), mode)
+        return dict(zip(keys, arrays))
+
+
+__all__ = ["Tensor"]

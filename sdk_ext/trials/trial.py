@@ -1,0 +1,531 @@
+"""A trial: the tensors one training job saved, read through any Storage (local directory, S3, memory).
+
+``create_trial(path)`` follows smdebug's reader (reference/FORMAT.md §8) so rules and notebooks
+behave the same, with these deliberate differences:
+
+* an empty or wrong path raises MissingCollectionFiles after ``collections_timeout`` (smdebug
+  waited forever unless the end-of-training marker existed);
+* ``tensor_names(mode=X)`` for a mode never seen, or ``step=`` a step never saved, returns ``[]``
+  (smdebug raised KeyError);
+* no fixed 1 s sleep at the end of training: the marker is checked before the listing that follows
+  it, so that listing holds every index file written before the marker; the reader re-lists for up
+  to ``training_end_delay`` only while the last step still lacks workers;
+* ``wait_for_steps`` leaves ``dynamic_refresh`` as it found it (smdebug switched it off for good);
+* a bad ``range_steps`` raises ConfigError (a ValueError), not AssertionError.
+
+Value-level differences (every dtype, values saved with their shape, ``__`` in paths, norms of
+3-D tensors) are described where they happen (format, index_cache, reductions).
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import logging
+import os
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from sdk_ext.exceptions import (
+    ConfigError,
+    MissingCollectionFiles,
+    NoMoreData,
+    StepNotYetAvailable,
+    StepUnavailable,
+    TensorUnavailable,
+    TensorUnavailableForStep,
+)
+from sdk_ext.format.collection_file import parse_collections
+from sdk_ext.format.paths import COLLECTIONS_DIR, END_OF_JOB, parse_collections_key
+from sdk_ext.modes import ModeKeys, StepState
+from sdk_ext.storage import Storage, open_storage
+from sdk_ext.trials.collections import Collection
+from sdk_ext.trials.index_cache import Location, StepFile, TrialIndex
+from sdk_ext.trials.options import TrialOptions, poll
+from sdk_ext.trials.tensor import Tensor, _mode
+from sdk_ext.trials.values import EventFileUnavailable, ValueReader
+
+logger = logging.getLogger(__name__)
+
+_GLOBAL = ModeKeys.GLOBAL
+RangeSteps = tuple[int | None, int | None]
+
+
+def _check_range(range_steps: Sequence[int | None] | None) -> RangeSteps | None:
+    if range_steps is None:
+        return None
+    problems = []
+    if len(range_steps) != 2:
+        raise ConfigError(f"range_steps must be (begin, end), got {range_steps!r}", where="range_steps")
+    begin, end = range_steps
+    for label, bound in (("begin", begin), ("end", end)):
+        if bound is not None and (isinstance(bound, bool) or not isinstance(bound, int) or bound < 0):
+            problems.append(f"{label} must be None or an int >= 0, got {bound!r}")
+    if not problems and begin is not None and end is not None and end <= begin:
+        problems.append(f"end ({end}) must be greater than begin ({begin}); the range is [begin, end)")
+    if problems:
+        raise ConfigError(problems, where="range_steps")
+    return begin, end
+
+
+class Trial:
+    """The saved tensors of one training job. Build it with :func:`create_trial`.
+
+    The constructor only assigns; :meth:`load` (called by ``create_trial``, or lazily by the first
+    query) waits for the collections file and reads the index.
+    """
+
+    def __init__(
+        self,
+        storage: Storage,
+        *,
+        name: str | None = None,
+        range_steps: Sequence[int | None] | None = None,
+        options: TrialOptions | None = None,
+        cache: bool = False,
+    ) -> None:
+        self.storage = storage
+        self.path = storage.uri
+        self.name = name if name is not None else os.path.basename(storage.uri.rstrip("/"))
+        self.range_steps = _check_range(range_steps)
+        self.options = options or TrialOptions()
+        #: False inside rules' ``no_refresh``: queries then use what was already read
+        self.dynamic_refresh = True
+        self._index = TrialIndex(
+            storage, range_steps=self.range_steps, incomplete_step_window=self.options.incomplete_step_window
+        )
+        self._values = ValueReader(storage, self.options, training_ended=self._marker_present)
+        self._value_cache: dict[tuple[str, int], np.ndarray[Any, Any]] | None = {} if cache else None
+        self._collections: dict[str, Collection] | None = None
+        self._workers: set[str] = set()
+        self._ended = False
+        self._loaded_all = False
+        self._tensors: dict[str, Tensor] = {}
+
+    def __repr__(self) -> str:
+        return f"<Trial {self.name!r} at {self.path}>"
+
+    # --- loading and refreshing ----------------------------------------------------------------------
+
+    def load(self) -> Trial:
+        """Wait for the collections files, then read every index file present. Returns self.
+
+        Raises:
+            MissingCollectionFiles: no collections file within ``collections_timeout`` seconds, or
+                training ended without one (or with fewer than the workers it announced).
+        """
+        if self._collections is not None:
+            return self
+        opts = self.options
+        deadline = opts.clock.now() + opts.collections_timeout
+
+        def first() -> list[str] | None:
+            keys = self._collection_keys()
+            if keys:
+                return keys
+            if self._marker_present():
+                raise MissingCollectionFiles(
+                    f"{self.path}: training has ended (training_job_end.ts) but no collections file was written "
+                    f"under {COLLECTIONS_DIR}/: nothing was saved, or this is not the hook's output path"
+                )
+            return None
+
+        keys = poll(first, timeout=opts.collections_timeout, interval=opts.poll_interval, clock=opts.clock,
+                    what=f"collections files under {self.path}")
+        if keys is None:
+            raise MissingCollectionFiles(
+                f"{self.path}: no collections file under {COLLECTIONS_DIR}/ after {opts.collections_timeout:g} s. "
+                "Check that this is the hook's output path (the job's tensors prefix); if the job has not saved "
+                "its first step yet, retry later or pass a longer timeout to create_trial"
+            )
+        doc = parse_collections(self.storage.read(keys[0]), key=keys[0])
+        self._index.num_workers = doc.num_workers
+        self._collections = {name: Collection(spec) for name, spec in doc.collections.items()}
+        self._set_workers(keys)
+        if len(self._workers) < doc.num_workers:
+            self._wait_for_workers(max(0.0, deadline - opts.clock.now()))
+        self._refresh_now()
+        return self
+
+    def _collection_keys(self) -> list[str]:
+        return [k for k in self.storage.list(COLLECTIONS_DIR + "/") if parse_collections_key(k) is not None]
+
+    def _set_workers(self, keys: Iterable[str]) -> None:
+        for key in keys:
+            worker = parse_collections_key(key)
+            if worker is not None:
+                self._workers.add(worker)
+
+    def _wait_for_workers(self, timeout: float) -> None:
+        opts = self.options
+        needed = self._index.num_workers
+
+        def attempt() -> bool | None:
+            self._set_workers(self._collection_keys())
+            if len(self._workers) >= needed:
+                return True
+            if self._marker_present():
+                self._set_workers(self._collection_keys())
+                if len(self._workers) < needed:
+                    raise MissingCollectionFiles(
+                        f"{self.path}: training has ended but only {len(self._workers)} of the {needed} workers "
+                        f"announced in the collections file wrote theirs ({', '.join(sorted(self._workers))})"
+                    )
+                return True
+            return None
+
+        if poll(attempt, timeout=timeout, interval=opts.poll_interval, clock=opts.clock,
+                what=f"{needed} collections files") is None:
+            logger.warning(
+                "%s: %d of %d workers have written their collections file; going on, workers() will grow",
+                self.path, len(self._workers), needed,
+            )
+
+    def _marker_present(self) -> bool:
+        if not self._ended:
+            self._ended = self.storage.exists(END_OF_JOB)
+        return self._ended
+
+    def refresh(self) -> None:
+        """Read whatever was written since the last refresh (smdebug's ``refresh_data``)."""
+        if self._collections is None:
+            self.load()
+        elif not self._loaded_all:
+            self._refresh_now()
+
+    def _maybe_refresh(self) -> None:
+        if self._collections is None:
+            self.load()
+        elif self.dynamic_refresh and not self._loaded_all:
+            self._refresh_now()
+
+    def _refresh_now(self) -> None:
+        ended = self._marker_present()  # before listing: the listing then holds all the writer committed
+        if len(self._workers) < self._index.num_workers:
+            self._set_workers(self._collection_keys())
+        self._index.refresh()
+        if ended:
+            self._finish()
+
+    def _finish(self) -> None:
+        index, opts = self._index, self.options
+        if not index.last_step_complete() and opts.training_end_delay > 0:
+            logger.info("training ended; waiting up to %g s for the workers the last step lacks",
+                        opts.training_end_delay)
+
+            def attempt() -> bool | None:
+                index.refresh()
+                return True if index.last_step_complete() else None
+
+            poll(attempt, timeout=opts.training_end_delay, interval=min(opts.poll_interval, 0.1),
+                 clock=opts.clock, what="the last step's workers")
+        self._loaded_all = True
+        if index.steps:
+            index.last_complete_step = max(index.last_complete_step, index.steps[-1])
+        logger.debug("%s: loaded all steps (%s)", self.path, index.describe())
+
+    @property
+    def loaded_all_steps(self) -> bool:
+        """True once training has ended and every step has been read."""
+        return self._loaded_all
+
+    @property
+    def last_complete_step(self) -> int:
+        return self._index.last_complete_step
+
+    @property
+    def num_workers(self) -> int:
+        self._maybe_load()
+        return self._index.num_workers
+
+    def _maybe_load(self) -> None:
+        if self._collections is None:
+            self.load()
+
+    # --- reading values (used by Tensor) --------------------------------------------------------------
+
+    def _read(self, sf: StepFile, loc: Location, name: str, step: int, mode: ModeKeys) -> np.ndarray[Any, Any]:
+        cache = self._value_cache
+        if cache is not None:
+            hit = cache.get((sf.key, loc[0]))
+            if hit is not None:
+                return hit
+        if sf.event_key is None:
+            raise TensorUnavailableForStep(name, step, mode)
+        try:
+            value = self._values.read(sf.event_key, loc[0], loc[1], sf.event_size)
+        except EventFileUnavailable as err:
+            raise TensorUnavailableForStep(name, step, mode) from err
+        if cache is not None:
+            cache[(sf.key, loc[0])] = value
+        return value
+
+    def _read_many(
+        self, located: Sequence[tuple[StepFile, Location]], name: str, steps: Sequence[int], mode: ModeKeys
+    ) -> list[np.ndarray[Any, Any]]:
+        if self._value_cache is not None or any(sf.event_key is None for sf, _ in located):
+            return [self._read(sf, loc, name, step, mode) for (sf, loc), step in zip(located, steps)]
+        try:
+            return self._values.read_many([(sf.event_key, s, n, sf.event_size) for sf, (s, n) in located])  # type: ignore[misc]
+        except EventFileUnavailable:
+            return [self._read(sf, loc, name, step, mode) for (sf, loc), step in zip(located, steps)]
+
+    # --- tensors ---------------------------------------------------------------------------------------
+
+    def tensor_names(
+        self,
+        show_prefixed_tensors: bool = False,
+        *,
+        step: int | None = None,
+        mode: ModeKeys = _GLOBAL,
+        regex: str | Sequence[Any] | None = None,
+        collection: str | Collection | None = None,
+    ) -> list[str]:
+        """Names of the saved tensors (reductions appear under their tensor's name), sorted.
+
+        Args:
+            show_prefixed_tensors: accepted for smdebug compatibility; it has no effect there either.
+            step: only tensors saved at this step (a mode step unless ``mode`` is GLOBAL).
+            mode: only tensors saved in this mode; ``[]`` for a mode the trial never saw.
+            regex: a regex or a (nested) list of them; a name matches if any ``re.search`` finds it.
+            collection: a collection name or object: its tensor names and include_regex matches.
+        """
+        if regex is not None and collection is not None:
+            raise ConfigError("pass either regex or collection to tensor_names, not both", where="tensor_names")
+        self._maybe_refresh()
+        mode = _mode(mode)
+        index = self._index
+        names: Iterable[str]
+        if step is not None:
+            found = index.files_at(step, mode)
+            names = set().union(*(f.names for f in found[1])) if found else set()
+        elif mode is _GLOBAL:
+            names = index.names
+        else:
+            names = index.mode_names.get(mode, set())
+        if collection is not None:
+            coll = collection if isinstance(collection, Collection) else self.collection(_collection_name(collection))
+            selected = [n for n in names if coll.matches(n)]
+            if not selected:
+                logger.warning("no tensors from the collection %s were saved", coll.name)
+            return sorted(selected)
+        if regex is not None:
+            patterns = [re.compile(p) for p in _flatten(regex)]
+            selected = [n for n in names if any(p.search(n) for p in patterns)]
+            if not selected:
+                logger.warning("no saved tensor matches the regex %s", regex)
+            return sorted(selected)
+        return sorted(names)
+
+    def has_tensor(self, tname: str) -> bool:
+        if tname in self._index.names:
+            return True
+        self._maybe_refresh()
+        return tname in self._index.names
+
+    def tensor(self, tname: str) -> Tensor:
+        """The tensor ``tname``. Raises TensorUnavailable if it was never saved."""
+        tensor = self._tensors.get(tname)
+        if tensor is not None:
+            return tensor
+        if not self.has_tensor(tname):
+            raise TensorUnavailable(tname)
+        tensor = self._tensors[tname] = Tensor(tname, self)
+        return tensor
+
+    # --- steps and modes ------------------------------------------------------------------------------
+
+    def steps(self, mode: ModeKeys = _GLOBAL, show_incomplete_steps: bool = False) -> list[int]:
+        """Saved steps (mode steps unless GLOBAL), sorted; only complete ones unless asked."""
+        self._maybe_refresh()
+        mode = _mode(mode)
+        index = self._index
+        all_steps = index.mode_steps(mode)
+        if show_incomplete_steps or self._loaded_all:
+            return all_steps
+        if mode is _GLOBAL:
+            return [s for s in all_steps if index.is_complete(s)]
+        table = index.mode_to_global.get(mode, {})
+        return [s for s in all_steps if index.is_complete(table[s])]
+
+    def modes(self) -> list[ModeKeys]:
+        """The modes seen (never GLOBAL), in TRAIN, EVAL, PREDICT order."""
+        self._maybe_load()
+        return sorted(self._index.mode_to_global, key=lambda m: m.value)
+
+    def mode_modestep(self, global_step: int) -> tuple[ModeKeys | None, int | None]:
+        """``(mode, mode step)`` of a global step, or ``(None, None)`` if it is unknown."""
+        self._maybe_load()
+        found = self._index.global_to_mode.get(global_step)
+        if found is None:
+            self._maybe_refresh()
+            found = self._index.global_to_mode.get(global_step)
+        return found if found is not None else (None, None)
+
+    def mode(self, global_step: int) -> ModeKeys | None:
+        return self.mode_modestep(global_step)[0]
+
+    def mode_step(self, global_step: int) -> int | None:
+        return self.mode_modestep(global_step)[1]
+
+    def global_step(self, mode: ModeKeys, mode_step: int) -> int | None:
+        """The global step of ``mode_step`` in ``mode``, or None if it is unknown."""
+        self._maybe_load()
+        mode = _mode(mode)
+        found = self._index.global_of(mode_step, mode)
+        if found is None:
+            self._maybe_refresh()
+            found = self._index.global_of(mode_step, mode)
+        return found
+
+    def workers(self) -> list[str]:
+        """Workers that wrote a collections file, sorted."""
+        self._maybe_refresh()
+        return sorted(self._workers)
+
+    def collections(self) -> dict[str, Collection]:
+        self._maybe_load()
+        assert self._collections is not None
+        return dict(self._collections)
+
+    def collection(self, coll_name: str) -> Collection:
+        """The named collection; an empty one if the trial defines no such collection (as smdebug)."""
+        found = self.collections().get(coll_name)
+        return found if found is not None else Collection.empty(coll_name)
+
+    def has_passed_step(self, step: int, mode: ModeKeys = _GLOBAL) -> StepState:
+        """AVAILABLE (complete), NOT_YET_AVAILABLE (may still come) or UNAVAILABLE (never will)."""
+        mode = _mode(mode)
+        all_steps = self.steps(mode=mode, show_incomplete_steps=True)
+        index = self._index
+        at = bisect.bisect_left(all_steps, step)
+        if at < len(all_steps):
+            found = all_steps[at]
+            global_step = index.global_of(found, mode)
+            assert global_step is not None
+            if found > step:  # step was skipped, or may still come from a lagging worker
+                return StepState.UNAVAILABLE if index.last_complete_step >= global_step else StepState.NOT_YET_AVAILABLE
+            if self._loaded_all or index.is_complete(global_step):
+                return StepState.AVAILABLE
+            return StepState.NOT_YET_AVAILABLE
+        return StepState.UNAVAILABLE if self._loaded_all else StepState.NOT_YET_AVAILABLE
+
+    def wait_for_steps(
+        self, required_steps: Iterable[int], mode: ModeKeys = _GLOBAL, *, timeout: float | None = None
+    ) -> None:
+        """Block until every step in ``required_steps`` is available.
+
+        Polls every ``options.poll_interval`` seconds (refreshing even inside ``no_refresh``).
+
+        Raises:
+            StepUnavailable: a step was skipped by the writer.
+            NoMoreData: training ended before the step.
+            StepNotYetAvailable: ``timeout`` seconds passed first (smdebug has no timeout).
+        """
+        mode = _mode(mode)
+        opts = self.options
+        deadline = None if timeout is None else opts.clock.now() + timeout
+        previous, self.dynamic_refresh = self.dynamic_refresh, True
+        try:
+            for step in required_steps:
+
+                def attempt(step: int = step) -> bool | None:
+                    state = self.has_passed_step(step, mode)
+                    if state is StepState.AVAILABLE:
+                        return True
+                    if state is StepState.UNAVAILABLE:
+                        if not self._loaded_all:
+                            raise StepUnavailable(step, mode)
+                        known = self.steps(mode=mode, show_incomplete_steps=True)
+                        last = known[-1] if known else -1
+                        if step < last:
+                            raise StepUnavailable(step, mode)
+                        raise NoMoreData(step, mode, last)
+                    return None
+
+                left = None if deadline is None else max(0.0, deadline - opts.clock.now())
+                if poll(attempt, timeout=left, interval=opts.poll_interval, clock=opts.clock,
+                        what=f"step {step} of mode {mode.name}") is None:
+                    raise StepNotYetAvailable(step, mode)
+        finally:
+            self.dynamic_refresh = previous
+
+
+def _collection_name(collection: object) -> str:
+    if isinstance(collection, str):
+        return collection
+    name = getattr(collection, "name", None)
+    if isinstance(name, str):
+        return name
+    raise TypeError(f"collection must be a name or a Collection, got {type(collection).__name__}")
+
+
+def _flatten(items: Any) -> Iterator[str]:
+    if isinstance(items, str):
+        yield items
+        return
+    for item in items:
+        yield from _flatten(item)
+
+
+def create_trial(
+    path: str | os.PathLike[str] | Storage,
+    name: str | None = None,
+    range_steps: Sequence[int | None] | None = None,
+    *,
+    options: TrialOptions | None = None,
+    timeout: float | None = None,
+    cache: bool = False,
+    parallel: bool = True,
+    check: bool = False,
+    index_mode: bool = True,
+) -> Trial:
+    """Open the trial at ``path`` (a local directory, ``s3://bucket/prefix``, or a Storage).
+
+    Args:
+        path: the hook's output directory (SageMaker: the job's ``.../debug-output`` prefix).
+        name: defaults to the last path component.
+        range_steps: ``(begin, end)``: only global steps ``begin <= step < end``; either may be None.
+        options: waiting and caching knobs (:class:`TrialOptions`).
+        timeout: shortcut for ``options.collections_timeout``: how long to wait for the first
+            collections file before raising MissingCollectionFiles.
+        cache: keep every value read in memory (smdebug's ``cache``).
+        parallel, check: accepted for smdebug compatibility; they have no effect (as in smdebug).
+        index_mode: must be True (smdebug's event-file-only mode was never implemented).
+
+    Raises:
+        MissingCollectionFiles: see :meth:`Trial.load`.
+        ConfigError: invalid ``range_steps`` or options.
+    """
+    if not index_mode:
+        raise ConfigError("index_mode=False is not supported (smdebug never implemented it)", where="create_trial")
+    del parallel, check
+    if isinstance(path, (str, os.PathLike)):
+        text = os.fspath(path).strip()
+        storage: Storage = open_storage(text)
+    else:
+        storage = path
+    opts = options or TrialOptions()
+    if timeout is not None:
+        opts = opts.with_changes(collections_timeout=timeout)
+    return Trial(storage, name=name, range_steps=range_steps, options=opts, cache=cache).load()
+
+
+@contextlib.contextmanager
+def no_refresh(trials: Trial | Iterable[Trial]) -> Iterator[None]:
+    """Within the block, queries use what was read already (smdebug's ``analysis.utils.no_refresh``)."""
+    group = [trials] if isinstance(trials, Trial) else list(trials)
+    previous = [t.dynamic_refresh for t in group]
+    for t in group:
+        t.dynamic_refresh = False
+    try:
+        yield
+    finally:
+        for t, value in zip(group, previous):
+            t.dynamic_refresh = value
+
+
+__all__ = ["Trial", "create_trial", "no_refresh"]

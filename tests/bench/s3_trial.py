@@ -1,15 +1,18 @@
 """Benchmark: open and read a 2000-step trial on S3 (moto's server), sdk_ext vs smdebug 1.0.34.
 
-Run from the repo root:  python -m tests.bench.s3_trial [--steps 2000 --tensors 10 --sample 20]
+Run from the repo root:  python -m tests.bench.s3_trial [--steps 2000 --tensors 10 --sample 20 --budget 120]
 (SMDEBUG_PYTHON points at the smdebug venv's interpreter; `make bench` sets it.)
 
 Both readers run in their own subprocess against the same moto server, reached through a counting
 proxy (tests/moto_s3.py), so requests are counted on the server side, retries included. The trial is
 written with sdk_ext.format (byte-identical to smdebug's writer) straight into moto's backend.
-Workloads, each on a fresh process:
+Workloads, each in a fresh process, the same calls for both readers:
   open:   create_trial(s3://...), steps(), tensor_names()
-  sample: open, then value() of every tensor at ``--sample`` evenly spaced steps, one call at a time
-  all:    open, then every value of every tensor (sdk_ext: Tensor.values(); smdebug: too slow, skipped)
+  sample: open, then value() of every tensor at ``--sample`` evenly spaced steps
+  all:    open, then value() of every tensor at every step, tensor by tensor. A reader still busy after
+          ``--budget`` seconds stops there; its total is projected from what it measured (open + the
+          measured cost per value times the number of values), and the table says so. smdebug needs
+          this: each of its value() calls lists the whole events/ prefix (FORMAT.md §12.2).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -45,29 +49,33 @@ PREFIX = "trial"
 
 CHILD = r"""
 import json, sys, time
-impl, uri, workload, sample = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+impl, uri, workload, sample, budget = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), float(sys.argv[5])
+cache = {"cache_dir": sys.argv[6]} if len(sys.argv) > 6 else {}
 if impl == "smdebug":
     from smdebug.trials import create_trial
 else:
     from sdk_ext.trials import create_trial
 t0 = time.perf_counter()
-trial = create_trial(uri)
+trial = create_trial(uri, **cache)
 steps = trial.steps()
 names = trial.tensor_names()
 t_open = time.perf_counter() - t0
-n = 0
-if workload == "sample":
-    picked = steps[:: max(1, len(steps) // sample)][:sample]
+picked = steps[:: max(1, len(steps) // sample)][:sample] if workload == "sample" else steps
+n, complete = 0, True
+if workload != "open":
     for name in names:
         tensor = trial.tensor(name)
         for step in picked:
             tensor.value(step)
             n += 1
-elif workload == "all":
-    for name in names:
-        n += len(trial.tensor(name).values())
+            if workload == "all" and time.perf_counter() - t0 > budget:
+                complete = False
+                break
+        if not complete:
+            break
 total = time.perf_counter() - t0
-print(json.dumps({"open_s": t_open, "total_s": total, "steps": len(steps), "tensors": len(names), "values": n}))
+print(json.dumps({"open_s": t_open, "total_s": total, "steps": len(steps), "tensors": len(names), "values": n,
+                  "wanted": len(names) * len(picked) if workload != "open" else 0, "complete": complete}))
 """
 
 
@@ -98,11 +106,12 @@ def trial_objects(steps: int, tensors: int, elements: int) -> dict[str, bytes]:
     return objects
 
 
-def run_child(python: str, impl: str, uri: str, workload: str, sample: int, env: dict[str, str],
-              proxy: FaultProxy) -> dict[str, float]:
+def run_child(python: str, impl: str, uri: str, workload: str, args: argparse.Namespace, env: dict[str, str],
+              proxy: FaultProxy, cache_dir: str | None = None) -> dict[str, Any]:
     proxy.clear()
     started = time.perf_counter()
-    done = subprocess.run([python, "-c", CHILD, impl, uri, workload, str(sample)], env=env, capture_output=True,
+    done = subprocess.run([python, "-c", CHILD, impl, uri, workload, str(args.sample), str(args.budget),
+                           *([cache_dir] if cache_dir else [])], env=env, capture_output=True,
                           text=True, timeout=3600, check=False)
     wall = time.perf_counter() - started
     if done.returncode != 0:
@@ -123,6 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tensors", type=int, default=10)
     parser.add_argument("--elements", type=int, default=100)
     parser.add_argument("--sample", type=int, default=20)
+    parser.add_argument("--budget", type=float, default=120.0, help="seconds before 'all' stops and projects")
     parser.add_argument("--json", type=Path, help="also write the raw results here")
     parser.add_argument("--only", choices=("sdk_ext", "smdebug"), help="run one reader (no ratios)")
     args = parser.parse_args(argv)
@@ -151,14 +161,20 @@ def main(argv: list[str] | None = None) -> int:
     env["PYTHONPATH"] = str(REPO)
     env["SMDEBUG_LOG_LEVEL"] = "error"
     uri = f"s3://{bucket}/{PREFIX}"
-    results: dict[str, dict[str, dict[str, float]]] = {}
-    plan = [("sdk_ext", sys.executable, ("open", "sample", "all")), ("smdebug", smdebug, ("open", "sample"))]
-    for impl, python, workloads in plan:
+    results: dict[str, dict[str, dict[str, Any]]] = {}
+    plan = [("sdk_ext", sys.executable), ("smdebug", smdebug)]
+    for impl, python in plan:
         if args.only and impl != args.only:
             continue
-        for workload in workloads:
+        for workload in ("open", "sample", "all"):
             print(f"running {impl} {workload} ...", file=sys.stderr, flush=True)
-            results.setdefault(impl, {})[workload] = run_child(python, impl, uri, workload, args.sample, env, proxy)
+            results.setdefault(impl, {})[workload] = run_child(python, impl, uri, workload, args, env, proxy)
+        project(results[impl])
+    if "sdk_ext" in results:  # a second analysis with a local cache: the first run fills it
+        cache_dir = tempfile.mkdtemp(prefix="bench-cache-")
+        print("running sdk_ext all twice with cache_dir ...", file=sys.stderr, flush=True)
+        run_child(sys.executable, "sdk_ext", uri, "all", args, env, proxy, cache_dir)
+        results["sdk_ext"]["all_cached"] = run_child(sys.executable, "sdk_ext", uri, "all", args, env, proxy, cache_dir)
     proxy.stop()
     server.stop()
 
@@ -168,36 +184,54 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def report(results: dict[str, dict[str, dict[str, float]]], args: argparse.Namespace) -> str:
+def project(runs: dict[str, dict[str, Any]]) -> None:
+    """Fill ``requests_total``/``time_total`` of each run: measured, or projected for an unfinished 'all'."""
+    for run in runs.values():
+        run.setdefault("complete", True)
+        run["requests_total"], run["time_total"], run["projected"] = run["requests"], run["total_s"], False
+    run, opened = runs["all"], runs["open"]
+    if not run["complete"] and run["values"]:
+        per_request = (run["requests"] - opened["requests"]) / run["values"]
+        per_second = (run["total_s"] - run["open_s"]) / run["values"]
+        run["requests_total"] = opened["requests"] + per_request * run["wanted"]
+        run["time_total"] = run["open_s"] + per_second * run["wanted"]
+        run["projected"] = True
+
+
+def _cell(run: dict[str, Any], key: str, unit: str = "") -> str:
+    text = f"{run[key]:.1f}{unit}" if unit else f"{round(run[key])}"
+    return text + (f" (projected from {run['values']} values)" if run["projected"] else "")
+
+
+def report(results: dict[str, dict[str, dict[str, Any]]], args: argparse.Namespace) -> str:
     ours, theirs = results["sdk_ext"], results["smdebug"]
     lines = [
         (f"S3 trial on moto, {args.steps} steps x {args.tensors} float32[{args.elements}] tensors, 1 worker "
-        f"(`python -m tests.bench.s3_trial --steps {args.steps} --tensors {args.tensors} "
-        f"--elements {args.elements} --sample {args.sample}`)"),
+         f"(`python -m tests.bench.s3_trial --steps {args.steps} --tensors {args.tensors} "
+         f"--elements {args.elements} --sample {args.sample} --budget {args.budget:g}`)"),
         "",
-        ("| workload | sdk_ext requests (LIST/GET) | smdebug requests (LIST/GET) | requests ratio "
-         "| sdk_ext time | smdebug time | time ratio |"),
+        "| workload | sdk_ext requests | smdebug requests | fewer requests | sdk_ext time | smdebug time | faster |",
         "|---|---|---|---|---|---|---|",
     ]
     for workload in ("open", "sample", "all"):
-        o, t = ours.get(workload), theirs.get(workload)
-        if o is None:
-            continue
-        labels = {
-            "open": "open (create_trial, steps, tensor_names)",
-            "sample": f"open + {int(o['values'])} values, value() one by one",
-            "all": f"open + all {int(o['values'])} values (Tensor.values)",
-        }
-        label = labels[workload]
-        mine = f"{int(o['requests'])} ({int(o['lists'])}/{int(o['gets'])})"
-        if t is None:
-            lines.append(f"| {label} | {mine} | not run (too slow) | | {o['total_s']:.2f} s | | |")
-            continue
-        other = f"{int(t['requests'])} ({int(t['lists'])}/{int(t['gets'])})"
+        o, t = ours[workload], theirs[workload]
+        label = {
+            "open": "open: create_trial, steps(), tensor_names()",
+            "sample": f"open + {o['wanted']} values (every tensor at {args.sample} steps)",
+            "all": f"open + all {o['wanted']} values",
+        }[workload]
         lines.append(
-            f"| {label} | {mine} | {other} | {t['requests'] / max(o['requests'], 1):.1f}x fewer "
-            f"| {o['total_s']:.2f} s | {t['total_s']:.2f} s | {t['total_s'] / o['total_s']:.1f}x faster |"
+            f"| {label} | {_cell(o, 'requests_total')} | {_cell(t, 'requests_total')} "
+            f"| {t['requests_total'] / max(o['requests_total'], 1):.1f}x | {_cell(o, 'time_total', ' s')} "
+            f"| {_cell(t, 'time_total', ' s')} | {t['time_total'] / o['time_total']:.1f}x |"
         )
+    cached = ours["all_cached"]
+    lines.append(
+        f"| the same, second analysis with `cache_dir` | {cached['requests']} | | | {cached['total_s']:.1f} s | | |"
+    )
+    lines.append("")
+    lines.append("Requests by kind (LIST / GET), measured: " + "; ".join(
+        f"{impl} {w} {int(r['lists'])}/{int(r['gets'])}" for impl, runs in results.items() for w, r in runs.items()))
     return "\n".join(lines)
 
 

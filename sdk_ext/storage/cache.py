@@ -55,7 +55,7 @@ class CachingStorage:
         self, inner: ListingStorage, cache_dir: str | os.PathLike[str], *, max_object_bytes: int = 64 << 20
     ) -> None:
         self.inner = inner
-        self.cache_dir = os.path.abspath(os.fspath(cache_dir))
+        self.cache_dir = os.path.abspath(os.path.expanduser(os.fspath(cache_dir)))
         self.max_object_bytes = max_object_bytes
         self._known: dict[str, ObjectInfo] = {}  # the latest listing's word on each key
         self._listed_upto: dict[str, str] = {}  # top-level dir -> last key of our own listing of it

@@ -106,3 +106,16 @@ def test_throttling_is_retried_and_a_dead_endpoint_raises_during_reads(s3: Any) 
     s3.proxy.add_fault(lambda r: r.method == "GET" and "list-type" not in r.query, "stop")
     with pytest.raises(StorageError, match="s3://"):
         trial.tensor("fc/weight").values()
+
+
+def test_a_failed_refresh_raises_instead_of_looking_like_no_new_steps(s3: Any) -> None:
+    hook = new_hook(s3.uri("t"))
+    train(hook, range(2))
+    hook.flush()
+    fast = RetryPolicy(max_attempts=3, base_delay=0.001, max_delay=0.004)
+    trial = create_trial(S3Storage.from_uri(s3.uri("t"), retry=fast), timeout=5)
+    assert trial.steps() == [0, 1]
+    s3.proxy.add_fault(lambda r: "list-type=2" in r.query, "status", status=500, code="InternalError", times=100)
+    with pytest.raises(StorageError, match=r"listing s3://.*InternalError.*after 3 attempts"):
+        trial.steps()
+    hook.close()

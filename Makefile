@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 EXTRAS ?= pytorch,infra,sagemaker,test
 PIP_QUIET ?= -q
 
-.PHONY: all venv smdebug-venv test demo bench lint clean
+.PHONY: all venv smdebug-venv cdk-cli test demo bench lint clean
 
 all: test
 
@@ -29,7 +29,16 @@ $(SMDEBUG_VENV)/.stamp:
 
 smdebug-venv: $(SMDEBUG_VENV)/.stamp
 
-test: venv smdebug-venv
+# The CDK CLI pinned by package.json + package-lock.json (npm's `latest` tag is a 3.0.0 that cannot read
+# today's cloud assemblies); `npx cdk synth` then runs offline (see README, Auto-stop).
+node_modules/.stamp: package.json package-lock.json
+	npm ci --no-audit --no-fund
+	touch $@
+
+cdk-cli: node_modules/.stamp
+
+test: venv smdebug-venv cdk-cli
+	SDK_EXT_REQUIRE_CDK_CLI=1 JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 \
 	SDK_EXT_REQUIRE_SMDEBUG=1 SMDEBUG_PYTHON=$(CURDIR)/$(SMDEBUG_VENV)/bin/python $(PY) -m pytest
 
 demo: venv
@@ -39,7 +48,7 @@ bench: venv smdebug-venv
 	SMDEBUG_PYTHON=$(CURDIR)/$(SMDEBUG_VENV)/bin/python $(PY) -m tests.bench
 
 lint: venv
-	$(PY) -m ruff check sdk_ext tests
+	$(PY) -m ruff check sdk_ext lambda infra tests
 	$(PY) -m mypy
 
 clean:

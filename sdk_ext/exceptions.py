@@ -82,10 +82,19 @@ class RuleEvaluationConditionMet(SdkExtError):
 
     def __init__(self, rule_name: str, step: int, end_of_rule: bool = False, message: str = "") -> None:
         self.rule_name, self.step, self.end_of_rule, self.message = rule_name, step, end_of_rule, message
-        text = f"evaluation of the rule {rule_name} at step {step} resulted in the condition being met"
+        # smdebug's exact wording (SageMaker shows it in StatusDetails; users match on it)
+        text = f"Evaluation of the rule {rule_name} at step {step} resulted in the condition being met"
         if message:
             text += f": {message}"
         super().__init__(text)
+
+
+class InsufficientInformationForRuleInvocation(SdkExtError, ValueError):
+    """A rule was configured without what it needs to decide anything (e.g. no tensors to look at)."""
+
+    def __init__(self, rule_name: str, message: str) -> None:
+        self.rule_name, self.message = rule_name, message
+        super().__init__(f"Insufficient information to invoke rule {rule_name}: {message}")
 
 
 class InvalidWorker(SdkExtError):
@@ -167,6 +176,7 @@ __all__ = [
     "ConfigError",
     "CorruptRecordError",
     "IndexReaderException",
+    "InsufficientInformationForRuleInvocation",
     "InvalidCollectionConfiguration",
     "InvalidWorker",
     "MissingCollectionFiles",

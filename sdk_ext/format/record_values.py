@@ -18,21 +18,26 @@ import math
 import struct
 from typing import Any
 
+import google_crc32c
 import numpy as np
 
 from sdk_ext.exceptions import CorruptRecordError
 from sdk_ext.format.events import CODE_TO_DTYPE, decode_tensor_value
 from sdk_ext.format.records import FOOTER_SIZE, HEADER_SIZE, MAGIC_FOOTER, OVERHEAD, masked_crc32c
 
+Buffer = bytes | bytearray | memoryview
 _HEADER = struct.Struct("<QI")
 _FOOTER = struct.Struct("<I")
+_MAGIC_BYTES = _FOOTER.pack(MAGIC_FOOTER)
+_MASK_DELTA = 0xA282EAD8
+_crc32c = google_crc32c.value
 
 
 class _Fallback(Exception):
     """The payload uses something the fast walk leaves to protobuf."""
 
 
-def _varint(buf: bytes, i: int) -> tuple[int, int]:
+def _varint(buf: Buffer, i: int) -> tuple[int, int]:
     result = 0
     shift = 0
     while True:
@@ -46,7 +51,7 @@ def _varint(buf: bytes, i: int) -> tuple[int, int]:
             raise _Fallback
 
 
-def _skip(buf: bytes, i: int, wire: int) -> int:
+def _skip(buf: Buffer, i: int, wire: int) -> int:
     if wire == 0:
         return _varint(buf, i)[1]
     if wire == 2:
@@ -59,33 +64,39 @@ def _skip(buf: bytes, i: int, wire: int) -> int:
     raise _Fallback  # groups: never written by smdebug
 
 
-def _find_tensor(buf: bytes, i: int, end: int) -> tuple[int, int]:
-    """Span of the first Summary.Value's TensorProto inside the Event at ``buf[i:end]``."""
-    # smdebug's layout first (wall_time, step, summary, its one value, tag, tensor); anything else walks.
-    start = i
-    if buf[i] == 0x09:
+def _value_start(buf: Buffer, i: int) -> int:
+    """Where the first Summary.Value's fields start, for smdebug's field order; -1 otherwise."""
+    if buf[i] == 0x09:  # wall_time
         i += 9
-    if buf[i] == 0x10:
+    if buf[i] == 0x10:  # step
         i += 1
         while buf[i] & 0x80:
             i += 1
         i += 1
-    if buf[i] == 0x2A:
+    if buf[i] != 0x2A:  # summary
+        return -1
+    i += 1
+    while buf[i] & 0x80:
         i += 1
-        while buf[i] & 0x80:  # summary length
-            i += 1
-        if buf[i + 1] == 0x0A:
-            i += 2
-            while buf[i] & 0x80:  # value length
-                i += 1
-            if buf[i + 1] == 0x0A:  # the tag
-                n = buf[i + 2]
-                if n < 0x80 and buf[i + 3 + n] == 0x42:
-                    return _span(buf, i + 4 + n)
-    return _walk_to_tensor(buf, start, end)
+    if buf[i + 1] != 0x0A:  # its first value
+        return -1
+    i += 2
+    while buf[i] & 0x80:
+        i += 1
+    return i + 1
 
 
-def _span(buf: bytes, i: int) -> tuple[int, int]:
+def _find_tensor(buf: Buffer, i: int, end: int) -> tuple[int, int, int]:
+    """``(value start or -1, tensor start, tensor end)`` of the first Summary.Value in the Event at ``buf[i:end]``."""
+    v = _value_start(buf, i)
+    if v >= 0 and buf[v] == 0x0A:  # the tag, then the tensor
+        n = buf[v + 1]
+        if n < 0x80 and buf[v + 2 + n] == 0x42:
+            return (v, *_span(buf, v + 3 + n))
+    return (-1, *_walk_to_tensor(buf, i, end))
+
+
+def _span(buf: Buffer, i: int) -> tuple[int, int]:
     n = buf[i]
     if n < 0x80:
         return i + 1, i + 1 + n
@@ -93,7 +104,7 @@ def _span(buf: bytes, i: int) -> tuple[int, int]:
     return i, i + n
 
 
-def _walk_to_tensor(buf: bytes, i: int, end: int) -> tuple[int, int]:
+def _walk_to_tensor(buf: Buffer, i: int, end: int) -> tuple[int, int]:
     summary = value = -1
     value_end = 0
     while i < end:  # Event
@@ -128,7 +139,7 @@ def _walk_to_tensor(buf: bytes, i: int, end: int) -> tuple[int, int]:
     raise _Fallback
 
 
-def _walk_tensor(buf: bytes, i: int, end: int) -> tuple[int, list[int], int, int]:
+def _walk_tensor(buf: Buffer, i: int, end: int) -> tuple[int, list[int], int, int]:
     """``(dtype code, dims, content start, content end)`` of the TensorProto at ``buf[i:end]``."""
     code = 0
     dims: list[int] = []
@@ -182,45 +193,94 @@ def _walk_tensor(buf: bytes, i: int, end: int) -> tuple[int, list[int], int, int
     return code, dims, start, stop
 
 
-def decode_payload_value(buf: bytes, start: int, end: int, *, name: str = "<buffer>", offset: int = 0) -> np.ndarray[Any, Any]:
-    """The array held by the Event payload ``buf[start:end]`` (writable, native byte order).
+Layout = tuple[bytes, np.dtype[Any], tuple[int, ...], int]  # bytes before the content, dtype, shape, content size
 
-    Args:
-        buf: bytes holding the payload.
-        start, end: the payload's span in ``buf``.
-        name, offset: file name and byte offset of the record, for error messages.
 
-    Raises:
-        CorruptRecordError: the payload is no tensor event or its content disagrees with its shape.
-    """
+def _array(
+    buf: Buffer, shape: Any, dtype: np.dtype[Any], start: int, nbytes: int, view: bool
+) -> np.ndarray[Any, Any]:
+    """A writable array of the content: a view of ``buf`` if allowed and writable, else one copy."""
+    arr: np.ndarray[Any, Any]
+    if view and (isinstance(buf, bytearray) or (isinstance(buf, memoryview) and not buf.readonly)):
+        arr = np.ndarray(shape, dtype, buf, start)
+    else:
+        arr = np.ndarray(shape, dtype, bytearray(memoryview(buf)[start : start + nbytes]))
+    return arr
+
+
+def _walk(
+    buf: Buffer, start: int, end: int, name: str, offset: int, view: bool = False
+) -> tuple[np.ndarray[Any, Any], Layout | None]:
+    """Decode by walking the wire format; also return the record's layout when it is smdebug's."""
     try:
-        t_start, t_end = _find_tensor(buf, start, end)
+        v_start, t_start, t_end = _find_tensor(buf, start, end)
         code, dims, c_start, c_end = _walk_tensor(buf, t_start, t_end)
         dtype = CODE_TO_DTYPE.get(code)
         if dtype is None or t_end > end:
             raise _Fallback
     except (_Fallback, IndexError):
-        return decode_tensor_value(memoryview(buf)[start:end], name=name, offset=offset)
+        return decode_tensor_value(memoryview(buf)[start:end], name=name, offset=offset), None
     count = math.prod(dims)
     nbytes = c_end - c_start
     if count * dtype.itemsize != nbytes or c_end > t_end:
         raise CorruptRecordError(
             name, offset, f"tensor content is {nbytes} bytes, shape {dims} of {dtype} needs {count * dtype.itemsize}"
         )
-    # one copy into memory the array owns (writable, like smdebug's values)
-    arr: np.ndarray[Any, Any] = np.ndarray(dims, dtype, bytearray(memoryview(buf)[c_start:c_end]))
+    arr: np.ndarray[Any, Any] = _array(buf, dims, dtype, c_start, nbytes, view)
     if not dtype.isnative:
-        return arr.astype(dtype.newbyteorder("="))
-    return arr
+        return arr.astype(dtype.newbyteorder("=")), None
+    # the content must close the tensor, so that matching the bytes before it proves the same structure
+    layout = (bytes(buf[v_start:c_start]), dtype, tuple(dims), nbytes) if v_start >= 0 and c_end == t_end else None
+    return arr, layout
+
+
+def decode_payload_value(buf: Buffer, start: int, end: int, *, name: str = "<buffer>", offset: int = 0) -> np.ndarray[Any, Any]:
+    """The array held by the Event payload ``buf[start:end]`` (writable, native byte order).
+
+    Args:
+        buf: Buffer holding the payload.
+        start, end: the payload's span in ``buf``.
+        name, offset: file name and byte offset of the record, for error messages.
+
+    Raises:
+        CorruptRecordError: the payload is no tensor event or its content disagrees with its shape.
+    """
+    return _walk(buf, start, end, name, offset)[0]
+
+
+def _check_record(buf: Buffer, offset: int, length: int, name: str, base: int) -> int:
+    """Check framing and checksums of the record at ``buf[offset:offset+length]``; return its payload end."""
+    end = offset + length
+    if offset < 0 or length < OVERHEAD or end > len(buf):
+        raise CorruptRecordError(
+            name, base + offset,
+            f"record of {length} bytes is truncated: only {max(0, len(buf) - offset)} bytes present",
+        )
+    payload_len, length_crc = _HEADER.unpack_from(buf, offset)
+    crc = _crc32c(bytes(buf[offset : offset + 8]))
+    if (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF != length_crc:
+        raise CorruptRecordError(name, base + offset, "length checksum mismatch (the record header is damaged)")
+    if payload_len + OVERHEAD != length:
+        raise CorruptRecordError(
+            name, base + offset, f"record is {payload_len + OVERHEAD} bytes but the index says {length}"
+        )
+    p_end = end - FOOTER_SIZE
+    if buf[p_end:end] != _MAGIC_BYTES and _FOOTER.unpack_from(buf, p_end)[0] != masked_crc32c(
+        buf[offset + HEADER_SIZE : p_end]
+    ):
+        raise CorruptRecordError(
+            name, base + offset, "payload checksum mismatch (footer is neither the payload CRC nor smdebug's constant)"
+        )
+    return p_end
 
 
 def decode_record_value(
-    buf: bytes, offset: int, length: int, *, name: str = "<buffer>", base: int = 0
+    buf: Buffer, offset: int, length: int, *, name: str = "<buffer>", base: int = 0
 ) -> np.ndarray[Any, Any]:
     """Check the record of ``length`` bytes at ``buf[offset:]`` and decode its tensor.
 
     Args:
-        buf: bytes holding the record (a whole event file, or just the record).
+        buf: Buffer holding the record (a whole event file, or just the record).
         offset: where the record starts in ``buf``.
         length: the whole record's length, as the index file states it.
         name: the event file's name, for error messages.
@@ -229,25 +289,84 @@ def decode_record_value(
     Raises:
         CorruptRecordError: names the file and the record's byte offset in it.
     """
-    where = base + offset
-    end = offset + length
-    if offset < 0 or length < OVERHEAD or end > len(buf):
-        raise CorruptRecordError(
-            name, where, f"record of {length} bytes is truncated: only {max(0, len(buf) - offset)} bytes present"
-        )
-    payload_len, length_crc = _HEADER.unpack_from(buf, offset)
-    if masked_crc32c(buf[offset : offset + 8]) != length_crc:
-        raise CorruptRecordError(name, where, "length checksum mismatch (the record header is damaged)")
-    if payload_len + OVERHEAD != length:
-        raise CorruptRecordError(name, where, f"record is {payload_len + OVERHEAD} bytes but the index says {length}")
-    p_start = offset + HEADER_SIZE
-    p_end = end - FOOTER_SIZE
-    (footer,) = _FOOTER.unpack_from(buf, p_end)
-    if footer != MAGIC_FOOTER and footer != masked_crc32c(buf[p_start:p_end]):
-        raise CorruptRecordError(
-            name, where, "payload checksum mismatch (footer is neither the payload CRC nor smdebug's constant)"
-        )
-    return decode_payload_value(buf, p_start, p_end, name=name, offset=where)
+    p_end = _check_record(buf, offset, length, name, base)
+    return _walk(buf, offset + HEADER_SIZE, p_end, name, base + offset)[0]
 
 
-__all__ = ["decode_payload_value", "decode_record_value"]
+class RecordDecoder:
+    """:func:`decode_record_value` that remembers each tensor's layout.
+
+    The records of one tensor differ from step to step only in wall time, step and mode step (and
+    the content): the bytes from its tag to its content are the same. Given the tensor name as
+    ``key``, the decoder checks those bytes in one comparison instead of walking the fields; any
+    difference falls back to the walk, which learns the new layout. Record headers already checked
+    (length and its CRC: the same few values recur) are remembered too. Checks and errors are those
+    of :func:`decode_record_value`.
+    """
+
+    _MAX_HEADERS = 1 << 16
+
+    def __init__(self) -> None:
+        self._layouts: dict[str, Layout] = {}
+        self._headers: dict[bytes, int] = {}  # 12 header bytes known good -> payload length
+
+    def decode(
+        self,
+        buf: Buffer,
+        offset: int,
+        length: int,
+        *,
+        name: str = "<buffer>",
+        base: int = 0,
+        key: str | None = None,
+        view: bool = False,
+    ) -> np.ndarray[Any, Any]:
+        """Like :func:`decode_record_value`; ``key`` names the tensor (its layout is remembered).
+
+        ``view=True`` with writable memory (a ``bytearray``, or a writable ``memoryview``) returns an
+        array over ``buf`` itself (no copy; it keeps ``buf`` alive): for a buffer read just for this record.
+        """
+        end = offset + length
+        p_end = end - FOOTER_SIZE
+        header = buf[offset : offset + HEADER_SIZE]
+        if type(header) is not bytes:
+            header = bytes(header)
+        payload_len = self._headers.get(header)
+        if payload_len is None or payload_len + OVERHEAD != length or buf[p_end:end] != _MAGIC_BYTES or offset < 0:
+            p_end = _check_record(buf, offset, length, name, base)
+            if len(self._headers) < self._MAX_HEADERS:
+                self._headers[bytes(header)] = length - OVERHEAD
+        p_start = offset + HEADER_SIZE
+        layout = None if key is None else self._layouts.get(key)
+        if layout is not None:  # (inlined: this is the hot path of every value read)
+            prefix, dtype, shape, nbytes = layout
+            i = p_start
+            try:  # smdebug's field order: wall_time, step, summary, its first value, then the layout's bytes
+                if buf[i] == 0x09:
+                    i += 9
+                if buf[i] == 0x10:
+                    i += 1
+                    while buf[i] & 0x80:
+                        i += 1
+                    i += 1
+                if buf[i] == 0x2A:
+                    i += 1
+                    while buf[i] & 0x80:
+                        i += 1
+                    if buf[i + 1] == 0x0A:
+                        i += 2
+                        while buf[i] & 0x80:
+                            i += 1
+                        i += 1
+                        c_start = i + len(prefix)
+                        if buf[i:c_start] == prefix and c_start + nbytes <= p_end:
+                            return _array(buf, shape, dtype, c_start, nbytes, view)
+            except IndexError:  # a damaged payload (events/ footers carry no payload CRC): walk it
+                pass
+        value, learned = _walk(buf, p_start, p_end, name, base + offset, view)
+        if key is not None and learned is not None:
+            self._layouts[key] = learned
+        return value
+
+
+__all__ = ["RecordDecoder", "decode_payload_value", "decode_record_value"]

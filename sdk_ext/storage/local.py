@@ -155,5 +155,27 @@ class LocalStorage:
             if err.errno != errno.ENOENT:
                 raise _translate(err, f"deleting {self.path(key)}") from err
 
+    def read_into(self, key: str, buffer: bytearray | memoryview, *, start: int = 0) -> int:
+        """Fill ``buffer`` with the bytes of ``key`` from ``start`` on; return how many there were.
+
+        Fewer than ``len(buffer)`` at the end of the object. An optional Storage capability: a
+        reader gets writable memory holding just one copy of the bytes (no ``bytes`` in between).
+        """
+        path = self.path(key)
+        view = memoryview(buffer).cast("B")
+        got = 0
+        try:
+            with open(path, "rb", buffering=0) as f:
+                if start:
+                    f.seek(start)
+                while got < len(view):
+                    n = f.readinto(view[got:])
+                    if not n:
+                        break
+                    got += n
+        except OSError as err:
+            raise _translate(err, f"reading {path}") from err
+        return got
+
 
 __all__ = ["LocalStorage", "TMP_SUFFIX"]

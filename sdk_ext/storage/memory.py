@@ -69,5 +69,11 @@ class InMemoryStorage:
         with self._lock:
             self._objects.pop(key, None)
 
+    def read_into(self, key: str, buffer: bytearray | memoryview, *, start: int = 0) -> int:
+        """Fill ``buffer`` with the bytes of ``key`` from ``start`` on; return how many there were."""
+        data = self.read(key, start=start, length=len(memoryview(buffer).cast("B")))
+        memoryview(buffer).cast("B")[: len(data)] = data
+        return len(data)
+
 
 __all__ = ["InMemoryStorage"]

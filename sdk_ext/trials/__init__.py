@@ -10,9 +10,10 @@ See :mod:`sdk_ext.trials.trial` for what differs from smdebug on purpose.
 
 from sdk_ext.modes import ModeKeys, StepState
 from sdk_ext.trials.collections import Collection
+from sdk_ext.trials.create import create_trial, no_refresh
 from sdk_ext.trials.options import Clock, TrialOptions
 from sdk_ext.trials.tensor import Tensor
-from sdk_ext.trials.trial import Trial, create_trial, no_refresh
+from sdk_ext.trials.trial import Trial
 
 __all__ = [
     "Clock",

@@ -17,12 +17,16 @@ from __future__ import annotations
 import bisect
 import json
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import chain
+from operator import add
 from typing import Any
 
-from sdk_ext.exceptions import IndexReaderException
+from sdk_ext.exceptions import ConfigError
 from sdk_ext.format.index import IndexFile, parse_index
 from sdk_ext.format.paths import (
+    EVENTS_DIR,
     INDEX_DIR,
     REDUCTION_PREFIX,
     index_key,
@@ -35,10 +39,14 @@ from sdk_ext.storage import ReadRequest, Storage
 
 logger = logging.getLogger(__name__)
 
+RangeSteps = tuple[int | None, int | None]
 Location = tuple[int, int]  # (start, length) of a whole record in the step's event file
 ReductionKey = tuple[str, bool]  # (op, abs)
 
 _MODES = {m.name: m for m in ModeKeys}
+_REDUCTION_BYTES = REDUCTION_PREFIX.encode()
+_INT, _STR = {int}, {str}
+_EVENTS = EVENTS_DIR + "/"
 #: read index files in batches of this many keys (one read_many each)
 _READ_BATCH = 1000
 
@@ -104,26 +112,24 @@ class StepFileParser:
         if type(mode_step) is not int or mode_step < 0:
             raise _Malformed
         event_key = meta.get("event_file_name")
-        raw: dict[str, Location] = {}
-        reductions: dict[str, dict[ReductionKey, Location]] = {}
-        end = 0
         payload = doc.get("tensor_payload") or ()
-        if payload and type(event_key) is not str:
-            raise _Malformed
-        for entry in payload:
-            name = entry["tensorname"]
-            start = entry["start_idx"]
-            length = entry["length"]
-            if type(start) is not int or type(length) is not int or type(name) is not str or start < 0 or length < 0:
+        # a repeated name: the last entry wins, as in smdebug
+        raw: dict[str, Location] = {e["tensorname"]: (e["start_idx"], e["length"]) for e in payload}
+        end = 0
+        if raw:
+            numbers = list(chain.from_iterable(raw.values()))
+            # types checked in C (map/set), not per entry in Python; bool is not int here
+            if type(event_key) is not str or set(map(type, numbers)) != _INT or set(map(type, raw)) != _STR:
                 raise _Malformed
-            end = max(end, start + length)
-            if REDUCTION_PREFIX in name:
+            if min(numbers) < 0:
+                raise _Malformed
+            end = max(map(add, numbers[::2], numbers[1::2]))
+        reductions: dict[str, dict[ReductionKey, Location]] = {}
+        if _REDUCTION_BYTES in data:
+            for name in [n for n in raw if REDUCTION_PREFIX in n]:
                 parsed = self._reduction(name)
                 if parsed is not None:
-                    base, op, is_abs = parsed
-                    reductions.setdefault(base, {})[(op, is_abs)] = (start, length)
-                    continue
-            raw[name] = (start, length)  # a repeated name: the last entry wins, as in smdebug
+                    reductions.setdefault(parsed[0], {})[(parsed[1], parsed[2])] = raw.pop(name)
         shapes: dict[str, tuple[int, ...]] = {}
         for entry in doc.get("shape_payload") or ():
             shape = entry["shape"]
@@ -164,11 +170,37 @@ class StepFileParser:
         reductions: dict[str, dict[ReductionKey, Location]],
         shapes: dict[str, tuple[int, ...]],
     ) -> StepFile:
+        if event_key is not None and not event_key.startswith(_EVENTS):
+            # smdebug writes it relative to the trial root; keep that part of a full path or URI
+            at = event_key.rfind("/" + _EVENTS)
+            event_key = event_key[at + 1 :] if at >= 0 else event_key
         names = frozenset(raw)
         if reductions or shapes:
             names = names.union(reductions, shapes)
         names = self._name_sets.setdefault(names, names)
         return StepFile(key, step, worker, mode, mode_step, event_key, end, raw, reductions, shapes, names)
+
+
+def check_range_steps(range_steps: Sequence[int | None] | None) -> RangeSteps | None:
+    """``range_steps`` as ``(begin, end)``, validated (ints >= 0 or None, end > begin).
+
+    Raises:
+        ConfigError: every problem found (smdebug used assert statements).
+    """
+    if range_steps is None:
+        return None
+    problems = []
+    if len(range_steps) != 2:
+        raise ConfigError(f"range_steps must be (begin, end), got {range_steps!r}", where="range_steps")
+    begin, end = range_steps
+    for label, bound in (("begin", begin), ("end", end)):
+        if bound is not None and (isinstance(bound, bool) or not isinstance(bound, int) or bound < 0):
+            problems.append(f"{label} must be None or an int >= 0, got {bound!r}")
+    if not problems and begin is not None and end is not None and end <= begin:
+        problems.append(f"end ({end}) must be greater than begin ({begin}); the range is [begin, end)")
+    if problems:
+        raise ConfigError(problems, where="range_steps")
+    return begin, end
 
 
 class TrialIndex:
@@ -178,7 +210,7 @@ class TrialIndex:
         self,
         storage: Storage,
         *,
-        range_steps: tuple[int | None, int | None] | None = None,
+        range_steps: RangeSteps | None = None,
         incomplete_step_window: int = 1000,
     ) -> None:
         self.storage = storage
@@ -194,6 +226,10 @@ class TrialIndex:
         self.names: set[str] = set()
         self.last_complete_step = -1
         self.generation = 0  # bumped whenever step files are added
+        # Step files share their name sets, so "the steps of tensor X" is a union over a few sets:
+        # id(name set) -> (name set, global steps), and (mode, id) -> (name set, [(mode step, global step)])
+        self.steps_by_names: dict[int, tuple[frozenset[str], list[int]]] = {}
+        self.mode_steps_by_names: dict[tuple[ModeKeys, int], tuple[frozenset[str], list[tuple[int, int]]]] = {}
         self._parser = StepFileParser()
         self._token = ""  # list index keys after this one
         self._seen: set[str] = set()  # keys after the token already handled
@@ -206,29 +242,37 @@ class TrialIndex:
         return (begin is None or step >= begin) and (end is None or step < end)
 
     def refresh(self) -> int:
-        """Read the index files that appeared since the last refresh. Returns how many were added."""
+        """Read the index files that appeared since the last refresh. Returns how many were added.
+
+        Raises:
+            IndexReaderException: a new index file is corrupt; it stays unread, so the next refresh
+                reads (and raises) again rather than going on without that step.
+        """
         wanted: list[tuple[str, int, str]] = []
         for key in self.storage.list(INDEX_DIR + "/", start_after=self._token):
             if key in self._seen:
                 continue
-            self._seen.add(key)
             parsed = parse_index_key(key)
             if parsed is None or not self._in_range(parsed[0]):
+                self._seen.add(key)
                 continue
             wanted.append((key, parsed[0], parsed[1]))
         added = 0
-        for at in range(0, len(wanted), _READ_BATCH):
-            batch = wanted[at : at + _READ_BATCH]
-            datas: list[bytes] = self.storage.read_many([ReadRequest(key) for key, _, _ in batch])
-            for (key, step, worker), data in zip(batch, datas):
-                step_file = self._parser.parse(data, key=key, step=step, worker=worker)
-                if step_file.names:  # smdebug ignores an index file without entries
-                    self._add(step_file)
-                    added += 1
-        if added:
-            self.generation += 1
-            logger.debug("read %d new index files from %s", added, self.storage.uri)
-        self._advance()
+        try:
+            for at in range(0, len(wanted), _READ_BATCH):
+                batch = wanted[at : at + _READ_BATCH]
+                datas: list[bytes] = self.storage.read_many([ReadRequest(key) for key, _, _ in batch])
+                for (key, step, worker), data in zip(batch, datas):
+                    step_file = self._parser.parse(data, key=key, step=step, worker=worker)
+                    self._seen.add(key)
+                    if step_file.names:  # smdebug ignores an index file without entries
+                        self._add(step_file)
+                        added += 1
+        finally:
+            if added:
+                self.generation += 1
+                logger.debug("read %d new index files from %s", added, self.storage.uri)
+            self._advance()
         return added
 
     def _add(self, sf: StepFile) -> None:
@@ -245,6 +289,18 @@ class TrialIndex:
             files.sort(key=_worker_of)
         self.known_workers.add(sf.worker)
         mode = sf.mode
+        names = sf.names
+        group = self.steps_by_names.get(id(names))
+        if group is None:
+            self.steps_by_names[id(names)] = (names, [step])
+        elif group[1][-1] != step:
+            group[1].append(step)
+        if mode is not ModeKeys.GLOBAL:
+            mode_group = self.mode_steps_by_names.get((mode, id(names)))
+            if mode_group is None:
+                self.mode_steps_by_names[(mode, id(names))] = (names, [(sf.mode_step, step)])
+            elif mode_group[1][-1] != (sf.mode_step, step):
+                mode_group[1].append((sf.mode_step, step))
         self.global_to_mode.setdefault(step, (mode, sf.mode_step))
         if mode is not ModeKeys.GLOBAL:
             self.mode_to_global.setdefault(mode, {}).setdefault(sf.mode_step, step)
@@ -286,9 +342,6 @@ class TrialIndex:
         files = self.by_step.get(step)
         return files is not None and (len(files) >= self.num_workers or step <= self.last_complete_step)
 
-    def last_step_complete(self) -> bool:
-        return not self.steps or len(self.by_step[self.steps[-1]]) >= self.num_workers
-
     def files_at(self, step: int, mode: ModeKeys) -> tuple[int, list[StepFile]] | None:
         """``(global step, step files)`` for a step of ``mode`` (a global step for GLOBAL), or None."""
         if mode is ModeKeys.GLOBAL:
@@ -313,6 +366,20 @@ class TrialIndex:
         table = self.mode_to_global.get(mode)
         return None if table is None else table.get(step)
 
+    def tensor_steps(self, name: str, mode: ModeKeys) -> list[tuple[int, int]]:
+        """``(step, global step)`` where ``name`` has any entry, sorted (steps are mode steps unless GLOBAL)."""
+        if mode is ModeKeys.GLOBAL:
+            lists = [steps for names, steps in self.steps_by_names.values() if name in names]
+            merged = {(g, g) for steps in lists for g in steps} if len(lists) != 1 else {(g, g) for g in lists[0]}
+        else:
+            merged = {
+                pair
+                for (m, _), (names, pairs) in self.mode_steps_by_names.items()
+                if m is mode and name in names
+                for pair in pairs
+            }
+        return sorted(merged)
+
     def describe(self) -> dict[str, Any]:
         """Counters for logs and benchmarks."""
         return {
@@ -327,4 +394,4 @@ def _worker_of(sf: StepFile) -> str:
     return sf.worker
 
 
-__all__ = ["IndexReaderException", "Location", "ReductionKey", "StepFile", "StepFileParser", "TrialIndex"]
+__all__ = ["Location", "RangeSteps", "ReductionKey", "StepFile", "StepFileParser", "TrialIndex", "check_range_steps"]

@@ -41,10 +41,11 @@ class TrialOptions:
         collections_timeout: seconds ``create_trial`` waits for the first collections file before it
             raises MissingCollectionFiles (smdebug waited forever). 0 checks once.
         poll_interval: seconds between two listings while waiting (collections, steps, event files).
-        training_end_delay: when the end-of-training marker is seen but the last step lacks some
-            workers, keep re-listing up to this many seconds for the stragglers. Not used when the
-            last step is complete: the marker is checked *before* the final listing, and writers
-            commit their index files before the marker, so that listing already holds everything.
+        training_end_delay: with several workers, seconds to wait after the end-of-training marker
+            appears before the final listing (each worker writes the marker when it closes, so the
+            others may still be committing their last steps). Not used with one worker: the marker
+            is checked *before* the final listing and a writer commits its index files before the
+            marker, so that listing already holds everything.
         event_file_timeout: seconds a value read waits for an event file its index names (or for the
             rest of a file still being appended) before it gives up with TensorUnavailableForStep.
         incomplete_step_window: once more steps than this are waiting for missing workers, the

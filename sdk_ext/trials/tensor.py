@@ -64,16 +64,7 @@ class Tensor:
             self._steps_key, self._steps = key, {}
         pairs = self._steps.get(mode)
         if pairs is None:
-            name = self.name
-            by_step = index.by_step
-            if mode is _GLOBAL:
-                pairs = [(g, g) for g in index.steps if any(name in f.names for f in by_step[g])]
-            else:
-                found = {
-                    (f.mode_step, g) for g in index.steps for f in by_step[g] if f.mode is mode and name in f.names
-                }
-                pairs = sorted(found)
-            self._steps[mode] = pairs
+            pairs = self._steps[mode] = index.tensor_steps(self.name, mode)
         return pairs
 
     def steps(self, mode: ModeKeys = _GLOBAL, show_incomplete_steps: bool = False) -> list[int]:
@@ -108,6 +99,13 @@ class Tensor:
 
     def _step_file(self, step: int, mode: ModeKeys, worker: str | None) -> StepFile:
         """The step file holding this tensor at ``step``, refreshing once on a miss."""
+        if mode is _GLOBAL and worker is None:  # the common case, without building a list
+            files = self._trial._index.by_step.get(step)
+            if files is not None:
+                name = self.name
+                for f in files:
+                    if name in f.names:
+                        return f
         holders = self._holders(step, mode)
         if not holders:
             trial = self._trial
@@ -138,12 +136,22 @@ class Tensor:
 
     def value(self, step_num: int, mode: ModeKeys = _GLOBAL, worker: str | None = None) -> np.ndarray[Any, Any]:
         """The saved array at ``step_num`` (dtype and shape as written)."""
-        mode = _mode(mode)
-        sf = self._step_file(step_num, mode, worker)
-        loc = sf.raw.get(self.name)
+        name = self.name
+        sf = None
+        if mode is _GLOBAL and worker is None:  # the hot path, inlined from _step_file
+            files = self._trial._index.by_step.get(step_num)
+            if files is not None:
+                for f in files:
+                    if name in f.names:
+                        sf = f
+                        break
+        if sf is None:
+            mode = _mode(mode)
+            sf = self._step_file(step_num, mode, worker)
+        loc = sf.raw.get(name)
         if loc is None:
-            raise TensorUnavailableForStep(self.name, step_num, mode, has_reductions=self.name in sf.reductions)
-        return self._trial._read(sf, loc, self.name, step_num, mode)
+            raise TensorUnavailableForStep(name, step_num, mode, has_reductions=name in sf.reductions)
+        return self._trial._read(sf, loc, name, step_num, mode)
 
     def values(self, mode: ModeKeys = _GLOBAL, worker: str | None = None) -> dict[int, np.ndarray[Any, Any]]:
         """``{step: value}`` over the complete steps, read in one batch."""

@@ -7,9 +7,9 @@ behave the same, with these deliberate differences:
   waited forever unless the end-of-training marker existed);
 * ``tensor_names(mode=X)`` for a mode never seen, or ``step=`` a step never saved, returns ``[]``
   (smdebug raised KeyError);
-* no fixed 1 s sleep at the end of training: the marker is checked before the listing that follows
-  it, so that listing holds every index file written before the marker; the reader re-lists for up
-  to ``training_end_delay`` only while the last step still lacks workers;
+* no 1 s sleep at the end of a one-worker job: the marker is checked before the listing that
+  follows it, so that listing holds every index file written before the marker (with several
+  workers, each writes the marker as it closes: the reader waits ``training_end_delay``, 1 s);
 * ``wait_for_steps`` leaves ``dynamic_refresh`` as it found it (smdebug switched it off for good);
 * a bad ``range_steps`` raises ConfigError (a ValueError), not AssertionError.
 
@@ -20,7 +20,6 @@ Value-level differences (every dtype, values saved with their shape, ``__`` in p
 from __future__ import annotations
 
 import bisect
-import contextlib
 import logging
 import os
 import re
@@ -31,19 +30,18 @@ import numpy as np
 
 from sdk_ext.exceptions import (
     ConfigError,
-    MissingCollectionFiles,
     NoMoreData,
     StepNotYetAvailable,
     StepUnavailable,
     TensorUnavailable,
     TensorUnavailableForStep,
 )
-from sdk_ext.format.collection_file import parse_collections
-from sdk_ext.format.paths import COLLECTIONS_DIR, END_OF_JOB, parse_collections_key
+from sdk_ext.format.paths import END_OF_JOB
 from sdk_ext.modes import ModeKeys, StepState
-from sdk_ext.storage import Storage, open_storage
+from sdk_ext.storage import Storage
 from sdk_ext.trials.collections import Collection
-from sdk_ext.trials.index_cache import Location, StepFile, TrialIndex
+from sdk_ext.trials.index_cache import Location, StepFile, TrialIndex, check_range_steps
+from sdk_ext.trials.loading import collection_workers, wait_for_collections
 from sdk_ext.trials.options import TrialOptions, poll
 from sdk_ext.trials.tensor import Tensor, _mode
 from sdk_ext.trials.values import EventFileUnavailable, ValueReader
@@ -51,26 +49,6 @@ from sdk_ext.trials.values import EventFileUnavailable, ValueReader
 logger = logging.getLogger(__name__)
 
 _GLOBAL = ModeKeys.GLOBAL
-RangeSteps = tuple[int | None, int | None]
-
-
-def _check_range(range_steps: Sequence[int | None] | None) -> RangeSteps | None:
-    if range_steps is None:
-        return None
-    problems = []
-    if len(range_steps) != 2:
-        raise ConfigError(f"range_steps must be (begin, end), got {range_steps!r}", where="range_steps")
-    begin, end = range_steps
-    for label, bound in (("begin", begin), ("end", end)):
-        if bound is not None and (isinstance(bound, bool) or not isinstance(bound, int) or bound < 0):
-            problems.append(f"{label} must be None or an int >= 0, got {bound!r}")
-    if not problems and begin is not None and end is not None and end <= begin:
-        problems.append(f"end ({end}) must be greater than begin ({begin}); the range is [begin, end)")
-    if problems:
-        raise ConfigError(problems, where="range_steps")
-    return begin, end
-
-
 class Trial:
     """The saved tensors of one training job. Build it with :func:`create_trial`.
 
@@ -90,7 +68,7 @@ class Trial:
         self.storage = storage
         self.path = storage.uri
         self.name = name if name is not None else os.path.basename(storage.uri.rstrip("/"))
-        self.range_steps = _check_range(range_steps)
+        self.range_steps = check_range_steps(range_steps)
         self.options = options or TrialOptions()
         #: False inside rules' ``no_refresh``: queries then use what was already read
         self.dynamic_refresh = True
@@ -119,70 +97,12 @@ class Trial:
         """
         if self._collections is not None:
             return self
-        opts = self.options
-        deadline = opts.clock.now() + opts.collections_timeout
-
-        def first() -> list[str] | None:
-            keys = self._collection_keys()
-            if keys:
-                return keys
-            if self._marker_present():
-                raise MissingCollectionFiles(
-                    f"{self.path}: training has ended (training_job_end.ts) but no collections file was written "
-                    f"under {COLLECTIONS_DIR}/: nothing was saved, or this is not the hook's output path"
-                )
-            return None
-
-        keys = poll(first, timeout=opts.collections_timeout, interval=opts.poll_interval, clock=opts.clock,
-                    what=f"collections files under {self.path}")
-        if keys is None:
-            raise MissingCollectionFiles(
-                f"{self.path}: no collections file under {COLLECTIONS_DIR}/ after {opts.collections_timeout:g} s. "
-                "Check that this is the hook's output path (the job's tensors prefix); if the job has not saved "
-                "its first step yet, retry later or pass a longer timeout to create_trial"
-            )
-        doc = parse_collections(self.storage.read(keys[0]), key=keys[0])
+        doc, workers = wait_for_collections(self.storage, self.options, ended=self._marker_present)
         self._index.num_workers = doc.num_workers
         self._collections = {name: Collection(spec) for name, spec in doc.collections.items()}
-        self._set_workers(keys)
-        if len(self._workers) < doc.num_workers:
-            self._wait_for_workers(max(0.0, deadline - opts.clock.now()))
+        self._workers |= workers
         self._refresh_now()
         return self
-
-    def _collection_keys(self) -> list[str]:
-        return [k for k in self.storage.list(COLLECTIONS_DIR + "/") if parse_collections_key(k) is not None]
-
-    def _set_workers(self, keys: Iterable[str]) -> None:
-        for key in keys:
-            worker = parse_collections_key(key)
-            if worker is not None:
-                self._workers.add(worker)
-
-    def _wait_for_workers(self, timeout: float) -> None:
-        opts = self.options
-        needed = self._index.num_workers
-
-        def attempt() -> bool | None:
-            self._set_workers(self._collection_keys())
-            if len(self._workers) >= needed:
-                return True
-            if self._marker_present():
-                self._set_workers(self._collection_keys())
-                if len(self._workers) < needed:
-                    raise MissingCollectionFiles(
-                        f"{self.path}: training has ended but only {len(self._workers)} of the {needed} workers "
-                        f"announced in the collections file wrote theirs ({', '.join(sorted(self._workers))})"
-                    )
-                return True
-            return None
-
-        if poll(attempt, timeout=timeout, interval=opts.poll_interval, clock=opts.clock,
-                what=f"{needed} collections files") is None:
-            logger.warning(
-                "%s: %d of %d workers have written their collections file; going on, workers() will grow",
-                self.path, len(self._workers), needed,
-            )
 
     def _marker_present(self) -> bool:
         if not self._ended:
@@ -205,23 +125,25 @@ class Trial:
     def _refresh_now(self) -> None:
         ended = self._marker_present()  # before listing: the listing then holds all the writer committed
         if len(self._workers) < self._index.num_workers:
-            self._set_workers(self._collection_keys())
+            self._workers.update(collection_workers(self.storage).values())
         self._index.refresh()
         if ended:
             self._finish()
 
     def _finish(self) -> None:
+        """Training ended: read the last index files, then never list again.
+
+        The marker was checked before the listing just made, and a worker commits its index files
+        before it writes the marker, so with one worker that listing holds everything: no wait.
+        With several, every worker writes the marker when *it* closes, so the first one done may
+        precede the others' last steps: wait ``training_end_delay`` (smdebug's 1 s) and list again.
+        """
         index, opts = self._index, self.options
-        if not index.last_step_complete() and opts.training_end_delay > 0:
-            logger.info("training ended; waiting up to %g s for the workers the last step lacks",
+        if index.num_workers > 1 and opts.training_end_delay > 0:
+            logger.info("training ended; listing again in %g s for the other workers' last steps",
                         opts.training_end_delay)
-
-            def attempt() -> bool | None:
-                index.refresh()
-                return True if index.last_step_complete() else None
-
-            poll(attempt, timeout=opts.training_end_delay, interval=min(opts.poll_interval, 0.1),
-                 clock=opts.clock, what="the last step's workers")
+            opts.clock.sleep(opts.training_end_delay)
+            index.refresh()
         self._loaded_all = True
         if index.steps:
             index.last_complete_step = max(index.last_complete_step, index.steps[-1])
@@ -249,14 +171,21 @@ class Trial:
 
     def _read(self, sf: StepFile, loc: Location, name: str, step: int, mode: ModeKeys) -> np.ndarray[Any, Any]:
         cache = self._value_cache
-        if cache is not None:
+        if cache is None:  # the common case: the event file is in the file cache
+            files = self._values.files
+            data = files.get(sf.event_key)  # type: ignore[arg-type]
+            if data is not None:
+                files.move_to_end(sf.event_key)  # type: ignore[arg-type]
+                return self._values.decode(data, loc[0], loc[1], name=sf.event_key, key=name)  # type: ignore[arg-type]
+        else:
             hit = cache.get((sf.key, loc[0]))
             if hit is not None:
                 return hit
         if sf.event_key is None:
             raise TensorUnavailableForStep(name, step, mode)
+        self._values.read_ahead(self._index, sf)
         try:
-            value = self._values.read(sf.event_key, loc[0], loc[1], sf.event_size)
+            value = self._values.read(sf.event_key, loc[0], loc[1], sf.event_size, name)
         except EventFileUnavailable as err:
             raise TensorUnavailableForStep(name, step, mode) from err
         if cache is not None:
@@ -269,9 +198,12 @@ class Trial:
         if self._value_cache is not None or any(sf.event_key is None for sf, _ in located):
             return [self._read(sf, loc, name, step, mode) for (sf, loc), step in zip(located, steps)]
         try:
-            return self._values.read_many([(sf.event_key, s, n, sf.event_size) for sf, (s, n) in located])  # type: ignore[misc]
-        except EventFileUnavailable:
-            return [self._read(sf, loc, name, step, mode) for (sf, loc), step in zip(located, steps)]
+            return self._values.read_many(
+                [(sf.event_key, s, n, sf.event_size, name) for sf, (s, n) in located]  # type: ignore[misc]
+            )
+        except EventFileUnavailable as err:  # already waited for: say which step, do not wait again
+            step = next((st for (sf, _), st in zip(located, steps) if sf.event_key == err.key), steps[0])
+            raise TensorUnavailableForStep(name, step, mode) from err
 
     # --- tensors ---------------------------------------------------------------------------------------
 
@@ -471,64 +403,4 @@ def _flatten(items: Any) -> Iterator[str]:
         yield from _flatten(item)
 
 
-def create_trial(
-    path: str | os.PathLike[str] | Storage,
-    name: str | None = None,
-    range_steps: Sequence[int | None] | None = None,
-    *,
-    options: TrialOptions | None = None,
-    timeout: float | None = None,
-    cache: bool = False,
-    parallel: bool = True,
-    check: bool = False,
-    index_mode: bool = True,
-    cache_dir: str | os.PathLike[str] | None = None,
-) -> Trial:
-    """Open the trial at ``path`` (a local directory, ``s3://bucket/prefix``, or a Storage).
-
-    Args:
-        path: the hook's output directory (SageMaker: the job's ``.../debug-output`` prefix).
-        name: defaults to the last path component.
-        range_steps: ``(begin, end)``: only global steps ``begin <= step < end``; either may be None.
-        options: waiting and caching knobs (:class:`TrialOptions`).
-        timeout: shortcut for ``options.collections_timeout``: how long to wait for the first
-            collections file before raising MissingCollectionFiles.
-        cache: keep every value read in memory (smdebug's ``cache``).
-        parallel, check: accepted for smdebug compatibility; they have no effect (as in smdebug).
-        index_mode: must be True (smdebug's event-file-only mode was never implemented).
-        cache_dir: for ``s3://`` paths, a local directory that keeps downloaded objects, so the next
-            analysis of the same trial does not download them again (listings are never cached).
-
-    Raises:
-        MissingCollectionFiles: see :meth:`Trial.load`.
-        ConfigError: invalid ``range_steps`` or options.
-    """
-    if not index_mode:
-        raise ConfigError("index_mode=False is not supported (smdebug never implemented it)", where="create_trial")
-    del parallel, check
-    if isinstance(path, (str, os.PathLike)):
-        text = os.fspath(path).strip()
-        storage: Storage = open_storage(text, cache_dir=cache_dir)
-    else:
-        storage = path
-    opts = options or TrialOptions()
-    if timeout is not None:
-        opts = opts.with_changes(collections_timeout=timeout)
-    return Trial(storage, name=name, range_steps=range_steps, options=opts, cache=cache).load()
-
-
-@contextlib.contextmanager
-def no_refresh(trials: Trial | Iterable[Trial]) -> Iterator[None]:
-    """Within the block, queries use what was read already (smdebug's ``analysis.utils.no_refresh``)."""
-    group = [trials] if isinstance(trials, Trial) else list(trials)
-    previous = [t.dynamic_refresh for t in group]
-    for t in group:
-        t.dynamic_refresh = False
-    try:
-        yield
-    finally:
-        for t, value in zip(group, previous):
-            t.dynamic_refresh = value
-
-
-__all__ = ["Trial", "create_trial", "no_refresh"]
+__all__ = ["Trial"]

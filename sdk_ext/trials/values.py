@@ -13,22 +13,34 @@ caches a short file, and decodes a record as soon as all of its bytes are presen
 
 from __future__ import annotations
 
+import bisect
 import logging
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
 from sdk_ext.exceptions import SdkExtError, StorageNotFound
-from sdk_ext.format.record_values import decode_record_value
+from sdk_ext.format.paths import EVENTS_DIR, parse_event_key
+from sdk_ext.format.record_values import RecordDecoder
 from sdk_ext.storage import ReadRequest, Storage
+from sdk_ext.trials.index_cache import StepFile, TrialIndex
 from sdk_ext.trials.options import TrialOptions, poll
 
 logger = logging.getLogger(__name__)
 
-#: (event file key, record start, record length, bytes the index says the file holds)
-Request = tuple[str, int, int, int]
+T = TypeVar("T", bytes, memoryview)
+
+#: Records at least this large are read into memory the returned array keeps (``read_into``), when the
+#: storage can: a second copy of a large value costs more than the read (page faults on fresh memory).
+LARGE_RECORD = 64 << 10
+
+#: event files fetched in one batch once values are read step after step (see ValueReader.read_ahead)
+READ_AHEAD = 64
+
+#: (event file key, record start, record length, bytes the index says the file holds, tensor name)
+Request = tuple[str, int, int, int, str]
 
 
 class EventFileUnavailable(SdkExtError):
@@ -46,42 +58,87 @@ class ValueReader:
         self._storage = storage
         self._options = options
         self._training_ended = training_ended
-        self._files: OrderedDict[str, bytes] = OrderedDict()
+        self.files: OrderedDict[str, bytes] = OrderedDict()  # whole event files, least recently used first
         self._cached_bytes = 0
+        self._decoder = RecordDecoder()
+        self.decode = self._decoder.decode
+        self._read_into = getattr(storage, "read_into", None)
+        self._last_miss: int | None = None  # step of the last value read the cache did not hold
         self.requests = 0  # storage requests made, for benchmarks and tests
 
     def _remember(self, key: str, data: bytes) -> None:
         budget = self._options.file_cache_bytes
         if len(data) > budget:
             return
-        self._files[key] = data
+        self.files[key] = data
         self._cached_bytes += len(data)
         while self._cached_bytes > budget:
-            _, old = self._files.popitem(last=False)
+            _, old = self.files.popitem(last=False)
             self._cached_bytes -= len(old)
 
-    def read(self, key: str, start: int, length: int, size: int) -> np.ndarray[Any, Any]:
+    def read(self, key: str, start: int, length: int, size: int, tensor: str) -> np.ndarray[Any, Any]:
         """The value of the record ``[start, start+length)`` of event file ``key`` (``size`` from its index)."""
-        data = self._files.get(key)
+        data = self.files.get(key)
         if data is not None:
-            self._files.move_to_end(key)
-            return decode_record_value(data, start, length, name=key)
+            self.files.move_to_end(key)
+            return self._decoder.decode(data, start, length, name=key, key=tensor)
         if size <= self._options.whole_file_bytes:
             data = self._whole(key, start + length, size)
-            return decode_record_value(data, start, length, name=key)
+            return self._decoder.decode(data, start, length, name=key, key=tensor)
+        if length >= LARGE_RECORD and self._read_into is not None:
+            buffer = self._range_into(key, start, length)
+            return self._decoder.decode(buffer, 0, length, name=key, base=start, key=tensor, view=True)
         record = self._range(key, start, length)
-        return decode_record_value(record, 0, length, name=key, base=start)
+        return self._decoder.decode(record, 0, length, name=key, base=start, key=tensor)
+
+    def read_ahead(self, index: TrialIndex, sf: StepFile) -> None:
+        """Before reading a value of ``sf`` not in the cache: on a second such miss in a row walking
+        forward through the steps, fetch the next ``READ_AHEAD`` steps' small event files in one batch.
+
+        A loop over ``tensor.steps()`` then costs one storage round trip per ``READ_AHEAD`` steps
+        instead of one per step (S3); a lone ``value()`` fetches only its own file.
+        """
+        if sf.event_size > self._options.whole_file_bytes or sf.event_key in self.files:
+            return
+        steps = index.steps
+        at = bisect.bisect_left(steps, sf.step)
+        if at > 0 and steps[at - 1] == self._last_miss:
+            batch = steps[at : at + READ_AHEAD]
+            self.prefetch([(f.event_key, f.event_size) for s in batch for f in index.by_step[s] if f.event_key])
+            self._last_miss = batch[-1]  # so that the miss just past this batch continues the walk
+        else:
+            self._last_miss = sf.step
+
+    def prefetch(self, files: Sequence[tuple[str, int]]) -> None:
+        """Fetch these whole (small) event files into the cache in one batch; ``(key, size)`` pairs.
+
+        Best effort: a file missing or still short is left to the read that needs it (which waits).
+        """
+        wanted = [(k, n) for k, n in files if n <= self._options.whole_file_bytes and k not in self.files]
+        if not wanted:
+            return
+        self.requests += len(wanted)
+        try:
+            results: list[bytes] = self._storage.read_many([ReadRequest(k) for k, _ in wanted])
+        except StorageNotFound:
+            return
+        for (key, size), data in zip(wanted, results):
+            if len(data) >= size:
+                self._remember(key, data)
 
     def read_many(self, requests: Sequence[Request]) -> list[np.ndarray[Any, Any]]:
         """Values of several records; storage requests for files not cached go out in one batch."""
         files: dict[str, int] = {}  # whole files to fetch -> their size
         ranges: dict[tuple[str, int], int] = {}
-        for key, start, length, size in requests:
-            if key in self._files or key in files:
+        cached = self.files
+        whole_max = self._options.whole_file_bytes
+        into = self._read_into is not None
+        for key, start, length, size, _ in requests:
+            if key in cached or key in files:
                 continue
-            if size <= self._options.whole_file_bytes:
+            if size <= whole_max:
                 files[key] = size
-            else:
+            elif not (into and length >= LARGE_RECORD):  # those are read one by one, into their arrays
                 ranges[(key, start)] = length
         fetched: dict[str, bytes] = {}
         records: dict[tuple[str, int], bytes] = {}
@@ -100,17 +157,18 @@ class ValueReader:
                             self._remember(req.key, data)
                     elif len(data) == req.length:
                         records[(req.key, req.start)] = data
+        decode = self._decoder.decode
         out = []
-        for key, start, length, size in requests:
-            data = fetched.get(key) or self._files.get(key)
+        for key, start, length, size, tensor in requests:
+            data = fetched.get(key) or cached.get(key)
             if data is not None:
-                out.append(decode_record_value(data, start, length, name=key))
+                out.append(decode(data, start, length, name=key, key=tensor))
                 continue
             record = records.get((key, start))
             if record is not None:
-                out.append(decode_record_value(record, 0, length, name=key, base=start))
+                out.append(decode(record, 0, length, name=key, base=start, key=tensor))
             else:
-                out.append(self.read(key, start, length, size))
+                out.append(self.read(key, start, length, size, tensor))
         return out
 
     def _whole(self, key: str, need: int, size: int) -> bytes:
@@ -140,7 +198,22 @@ class ValueReader:
 
         return self._wait(key, attempt)
 
-    def _wait(self, key: str, attempt: Callable[[], bytes | None]) -> bytes:
+    def _range_into(self, key: str, start: int, length: int) -> memoryview:
+        buffer = np.empty(length, np.uint8).data  # not zero-filled: read_into overwrites all of it
+        read_into = self._read_into
+        assert read_into is not None
+
+        def attempt() -> memoryview | None:
+            self.requests += 1
+            try:
+                got = read_into(key, buffer, start=start)
+            except StorageNotFound:
+                return None
+            return buffer if got == length else None
+
+        return self._wait(key, attempt)
+
+    def _wait(self, key: str, attempt: Callable[[], T | None]) -> T:
         data = attempt()
         if data is not None:
             return data
@@ -149,6 +222,8 @@ class ValueReader:
             if data is not None:
                 return data
             raise EventFileUnavailable(key, "named by an index file but missing or short, and training has ended")
+        if self._superseded(key):
+            raise EventFileUnavailable(key, "missing, and its worker has written event files of later steps since")
         logger.info("waiting up to %.1f s for event file %s", self._options.event_file_timeout, key)
         data = poll(
             attempt,
@@ -163,8 +238,20 @@ class ValueReader:
             )
         return data
 
+    def _superseded(self, key: str) -> bool:
+        """Whether ``key`` is missing although its worker wrote a later step (it will not come; as smdebug)."""
+        parsed = parse_event_key(key)
+        if parsed is None or self._storage.exists(key):
+            return False
+        step, worker = parsed
+        for later in self._storage.list(EVENTS_DIR + "/", start_after=key):
+            found = parse_event_key(later)
+            if found is not None and found[1] == worker and found[0] > step:
+                return True
+        return False
+
     def clear(self) -> None:
-        self._files.clear()
+        self.files.clear()
         self._cached_bytes = 0
 
 

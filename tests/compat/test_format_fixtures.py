@@ -6,7 +6,6 @@ from sdk_ext.format.collection_file import encode_collections, parse_collections
 from sdk_ext.format.events import decode_tensor_event, encode_tensor_record_parts
 from sdk_ext.format.index import encode_index, parse_index
 from sdk_ext.format.records import scan_records
-
 from tests.conftest import SMDEBUG_FIXTURES
 
 FIXTURE_DIRS = sorted(p for p in SMDEBUG_FIXTURES.iterdir() if (p / "out").is_dir()) if SMDEBUG_FIXTURES.is_dir() else []

@@ -40,7 +40,7 @@ def test_a_value_saved_with_its_shape_stays_readable():
     cases = 0
     for fixture in FIXTURES:
         out = fixture / "out"
-        trial = create_trial(str(out), timeout=0)
+        trial = create_trial(str(out), options=TrialOptions(clock=FakeClock()), timeout=0)
         expected = json.loads((fixture / "expected.json").read_text())["tensors"]
         for path in sorted((out / "index").rglob("*.json")):
             step, worker = parse_index_key(path.relative_to(out).as_posix())  # type: ignore[misc]
@@ -65,7 +65,7 @@ def test_tensor_names_of_a_mode_never_seen_is_empty(fixture):
     """smdebug: tensor_names(mode=ModeKeys.PREDICT) raises KeyError when no PREDICT step was saved."""
     expected = json.loads((fixture / "expected.json").read_text())["tensor_names_by_mode"]["PREDICT"]
     assert expected["error"] == "KeyError"
-    trial = create_trial(str(fixture / "out"), timeout=0)
+    trial = create_trial(str(fixture / "out"), options=TrialOptions(clock=FakeClock()), timeout=0)
     assert trial.tensor_names(mode=ModeKeys.PREDICT) == []
     assert trial.tensor_names(mode=TRAIN, step=10**6) == []  # smdebug: KeyError for an unknown mode step too
 
@@ -99,7 +99,7 @@ def test_double_underscore_in_the_path_keeps_worker_names(tmp_path):
     for worker in ("worker_0", "worker_1"):
         b.step(0, worker, tensors={"x": np.array([1.0 if worker == "worker_0" else 2.0])})
     b.end()
-    trial = create_trial(root, timeout=0)
+    trial = create_trial(root, options=TrialOptions(clock=FakeClock()), timeout=0)
     assert trial.workers() == ["worker_0", "worker_1"]
     assert trial.tensor("x").workers(0) == ["worker_0", "worker_1"]
     assert trial.tensor("x").value(0, worker="worker_1").tolist() == [2.0]
@@ -154,11 +154,13 @@ def test_an_empty_path_raises_instead_of_hanging(tmp_path):
 
 
 @pytest.mark.parametrize("fixture", FIXTURES, ids=lambda p: p.name)
-def test_no_sleep_at_the_end_of_training_when_the_last_step_is_complete(fixture):
-    """smdebug: the first query on a finished trial sleeps SMDEBUG_TRAINING_END_DELAY_REFRESH (1 s)."""
+def test_no_sleep_at_the_end_of_a_one_worker_job(fixture):
+    """smdebug: the first query on a finished trial sleeps SMDEBUG_TRAINING_END_DELAY_REFRESH (1 s),
+    also when a single worker wrote it and the listing after the marker already holds every step."""
     clock = FakeClock()
     trial = create_trial(str(fixture / "out"), options=TrialOptions(clock=clock), timeout=0)
-    assert trial.loaded_all_steps and trial.steps() and clock.sleeps == []
+    assert trial.loaded_all_steps and trial.steps()
+    assert clock.sleeps == ([] if trial.num_workers == 1 else [1.0])
 
 
 def test_tensor_steps_are_complete_by_global_step_and_worker_count():

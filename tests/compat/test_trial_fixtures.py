@@ -21,15 +21,18 @@ from sdk_ext import exceptions
 from sdk_ext.format.index import parse_index
 from sdk_ext.format.paths import parse_index_key
 from sdk_ext.modes import ModeKeys
-from sdk_ext.trials import Trial, create_trial
+from sdk_ext.trials import Trial, TrialOptions, create_trial
 from tests.conftest import SMDEBUG_FIXTURES
+from tests.trial_builder import FakeClock
 
 FIXTURES = sorted(p for p in SMDEBUG_FIXTURES.iterdir() if (p / "expected.json").is_file()) if SMDEBUG_FIXTURES.is_dir() else []
 MODES = {m.name: m for m in ModeKeys}
 
 
 def load(fixture: Path) -> tuple[Trial, dict[str, Any]]:
-    return create_trial(str(fixture / "out"), timeout=0), json.loads((fixture / "expected.json").read_text())
+    # a fake clock: the two-worker fixtures wait training_end_delay once, on it, not in real time
+    trial = create_trial(str(fixture / "out"), options=TrialOptions(clock=FakeClock()), timeout=0)
+    return trial, json.loads((fixture / "expected.json").read_text())
 
 
 def shape_overwrite_cases(fixture: Path) -> set[tuple[str, int, str]]:

@@ -14,7 +14,7 @@ from sdk_ext.exceptions import (
     TensorUnavailableForStep,
 )
 from sdk_ext.storage import LocalStorage
-from sdk_ext.trials import TrialOptions, create_trial
+from sdk_ext.trials import Trial, TrialOptions, create_trial
 from tests.trial_builder import FakeClock, TrialBuilder
 
 
@@ -90,6 +90,9 @@ def test_event_file_that_never_comes_is_unavailable_after_the_timeout_or_at_the_
         trial.tensor("x").value(0)
     assert "events/000000000000/000000000000_worker_0.tfevents" in str(err.value.__cause__)
     assert clock.slept == pytest.approx(4)
+    with pytest.raises(TensorUnavailableForStep, match="step 0"):
+        trial.tensor("x").values()  # the batch waits once too
+    assert clock.slept == pytest.approx(8)
     b.end()
     ended = create_trial(tmp_path, options=options(FakeClock(), event_file_timeout=4))
     with pytest.raises(TensorUnavailableForStep, match="not available for step 0"):
@@ -140,3 +143,44 @@ def test_corrupt_index_file_names_its_key(tmp_path):
     storage.write(written.index_key, written.index[:-10])
     with pytest.raises(IndexReaderException, match="index/000000000/000000000000_worker_0.json: not valid JSON"):
         create_trial(tmp_path, timeout=0)
+    trial = Trial(storage, options=TrialOptions(collections_timeout=0))
+    for _ in range(2):  # it stays unread, so every refresh says so (never a trial silently missing the step)
+        with pytest.raises(IndexReaderException):
+            trial.refresh()
+    storage.write(written.index_key, written.index)  # repaired
+    trial.refresh()
+    assert trial.steps() == [0] and trial.tensor("a").value(0).tolist() == [1.0, 1.0]
+
+
+@pytest.mark.parametrize("storage_kind", ["local", "memory"])
+def test_large_values_are_writable_and_independent_between_reads(tmp_path, storage_kind):
+    """Records of 64 KiB and more are read straight into the array's memory (read_into)."""
+    from sdk_ext.storage import InMemoryStorage
+
+    storage = LocalStorage(tmp_path) if storage_kind == "local" else InMemoryStorage()
+    b = TrialBuilder(storage)
+    b.collections()
+    big = np.arange(256 * 300, dtype=np.float64).reshape(256, 300)  # 600 KiB
+    for step in range(3):
+        b.step(step, tensors={"big": big + step, "small": np.ones(3)})
+    trial = create_trial(storage, options=TrialOptions(whole_file_bytes=1 << 10), timeout=0)
+    first = trial.tensor("big").value(1)
+    assert first.flags.writeable and np.array_equal(first, big + 1)
+    first[:] = -1
+    assert np.array_equal(trial.tensor("big").value(1), big + 1)
+    values = trial.tensor("big").values()
+    assert all(np.array_equal(v, big + s) and v.flags.writeable for s, v in values.items())
+
+
+def test_missing_event_file_is_given_up_at_once_when_its_worker_wrote_later_steps(tmp_path):
+    """As smdebug: a file skipped by its worker will never come, so there is nothing to wait for."""
+    b = TrialBuilder(LocalStorage(tmp_path))
+    b.collections()
+    b.step(0, tensors={"x": np.arange(3.0)}, write_event=False)
+    b.step(1, tensors={"x": np.arange(3.0)})
+    clock = FakeClock()
+    trial = create_trial(tmp_path, options=options(clock, event_file_timeout=60))
+    with pytest.raises(TensorUnavailableForStep) as err:
+        trial.tensor("x").value(0)
+    assert "later steps" in str(err.value.__cause__) and clock.sleeps == []
+    assert trial.tensor("x").value(1).tolist() == [0.0, 1.0, 2.0]

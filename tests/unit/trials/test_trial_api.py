@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import numpy as np
 import pytest
 
@@ -203,3 +205,35 @@ def test_no_refresh_keeps_the_trial_as_read_until_the_block_ends():
         trial.wait_for_steps([2])  # waiting always refreshes (and leaves no_refresh in force)
         assert not trial.dynamic_refresh
     assert trial.dynamic_refresh and clock.sleeps == []
+
+
+def test_reading_step_after_step_fetches_event_files_in_batches():
+    class Counting(InMemoryStorage):
+        calls: ClassVar[list[int]] = []  # files per storage call
+
+        def read(self, key, *, start=0, length=None):
+            if key.startswith("events/"):
+                Counting.calls.append(1)
+            return super().read(key, start=start, length=length)
+
+        def read_many(self, requests):
+            if requests and requests[0].key.startswith("events/"):
+                Counting.calls.append(len(requests))
+            return [InMemoryStorage.read(self, r.key, start=r.start, length=r.length) for r in requests]
+
+    s = Counting()
+    b = TrialBuilder(s)
+    b.collections()
+    for step in range(200):
+        b.step(step, tensors={"a": np.full(3, step), "b": np.full(2, -step)})
+    b.end()
+    trial = create_trial(s, timeout=0)
+    for name in ("a", "b"):
+        t = trial.tensor(name)
+        assert [int(t.value(step)[0]) for step in t.steps()] == [(1 if name == "a" else -1) * s for s in range(200)]
+    assert sum(Counting.calls) == 200 and len(Counting.calls) <= 6  # every file once, in few round trips
+    Counting.calls.clear()
+    assert trial.tensor("a").value(57).tolist() == [57] * 3 and Counting.calls == []  # cached
+    fresh = create_trial(s, timeout=0)
+    fresh.tensor("a").value(57), fresh.tensor("b").value(120)
+    assert Counting.calls == [1, 1]  # lone reads fetch just their own file

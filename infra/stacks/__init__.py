@@ -1,0 +1,5 @@
+"""Deployable stacks."""
+
+from infra.stacks.auto_stop_stack import AutoStopStack
+
+__all__ = ["AutoStopStack"]

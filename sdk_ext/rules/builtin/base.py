@@ -1,0 +1,156 @@
+"""What the built-in tensor rules share: tensor selection and tolerant value lookups.
+
+Conventions (reference/RULES.md §2): a rule looks only at tensors that have data at the step it
+is evaluating; a tensor missing at that step is skipped, never a reason to fire; selection is the
+union of ``collection_names`` and ``tensor_regex`` (every tensor when both are empty, unless the rule
+requires one of them).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from sdk_ext.exceptions import (
+    InsufficientInformationForRuleInvocation,
+    NoMoreData,
+    StepNotYetAvailable,
+    StepUnavailable,
+    TensorUnavailable,
+    TensorUnavailableForStep,
+)
+from sdk_ext.modes import ModeKeys
+from sdk_ext.rules.params import ParamParser
+from sdk_ext.rules.rule import Rule
+
+logger = logging.getLogger(__name__)
+
+#: Lookup failures that mean "this tensor has nothing for this step": skip it.
+MISSING = (TensorUnavailableForStep, TensorUnavailable, StepUnavailable, StepNotYetAvailable, KeyError)
+
+
+class BuiltinRule(Rule):
+    """Base of the built-in rules: parameters are parsed with a :class:`ParamParser` (``self.params``).
+
+    Subclasses parse every parameter in ``__init__`` through ``self.params`` and end with
+    ``self.params.done()``, which raises one ConfigError naming each bad parameter and its value.
+    """
+
+    def __init__(self, base_trial: Any, other_trials: Sequence[Any] | None = None, action_str: str = "") -> None:
+        super().__init__(base_trial, other_trials, action_str)
+        self.params = ParamParser(self.rule_name)
+
+    # --- selection ----------------------------------------------------------------------------
+
+    def require_selection(self, collection_names: list[str], tensor_regex: list[str]) -> None:
+        """The rule cannot guess what to look at: one of the two must be given."""
+        if not collection_names and not tensor_regex:
+            raise InsufficientInformationForRuleInvocation(
+                self.rule_name, "set collection_names or tensor_regex (e.g. tensor_regex='.*relu_output')"
+            )
+
+    def select(
+        self,
+        step: int,
+        *,
+        collections: Iterable[str] = (),
+        regex: Iterable[str] = (),
+        all_if_empty: bool = True,
+        trial: Any = None,
+    ) -> list[str]:
+        """Names of the selected tensors that have data at ``step`` (sorted)."""
+        trial = self.base_trial if trial is None else trial
+        collections, regex = list(collections), list(regex)
+        names: set[str] = set()
+        if collections:
+            known = _collection_names(trial)
+            for c in collections:
+                if c in known:
+                    names.update(trial.tensor_names(collection=c))
+        if regex:
+            names.update(trial.tensor_names(regex=regex))
+        if not collections and not regex and all_if_empty:
+            names.update(trial.tensor_names())
+        return sorted(names & set(tensor_names_at(trial, step)))
+
+    def collection_tensors(self, name: str, step: int, trial: Any = None) -> list[str]:
+        """Tensors of collection ``name`` with data at ``step`` (empty if the collection does not exist)."""
+        return self.select(step, collections=[name], all_if_empty=False, trial=trial)
+
+    def loss_tensors(self, step: int, tensor_regex: list[str] | None = None) -> list[str]:
+        """Loss tensors with data at ``step``: ``tensor_regex`` if given, else the ``losses`` collection,
+        else every tensor whose name contains "loss" (any case)."""
+        if tensor_regex:
+            return self.select(step, regex=tensor_regex, all_if_empty=False)
+        return self.collection_tensors("losses", step) or self.select(step, regex=["(?i)loss"], all_if_empty=False)
+
+    # --- values -------------------------------------------------------------------------------
+
+    def value(self, name: str, step: int, *, trial: Any = None, mode: ModeKeys = ModeKeys.GLOBAL) -> Any:
+        """The value of ``name`` at ``step`` as a numpy array, or None if it has none there."""
+        trial = self.base_trial if trial is None else trial
+        try:
+            return np.asarray(trial.tensor(name).value(step, mode=mode))
+        except MISSING:
+            return None
+
+    def reduction(self, name: str, step: int, op: str, *, abs: bool = False) -> float | None:
+        """A reduction of ``name`` at ``step`` (stored or computed by the trial), or None."""
+        try:
+            return float(self.base_trial.tensor(name).reduction_value(step, op, abs=abs))
+        except MISSING:
+            return None
+        except (TypeError, ValueError):  # non-numeric tensor
+            return None
+
+    def tensor_steps(self, name: str, *, mode: ModeKeys = ModeKeys.GLOBAL, trial: Any = None) -> list[int]:
+        trial = self.base_trial if trial is None else trial
+        try:
+            return sorted(trial.tensor(name).steps(mode=mode))
+        except MISSING:
+            return []
+
+    def mode_of(self, step: int) -> tuple[ModeKeys, int]:
+        """``(mode, mode step)`` of a global step (GLOBAL, step when the trial does not know it)."""
+        try:
+            mode, mode_step = self.base_trial.mode(step), self.base_trial.mode_step(step)
+        except (*MISSING, ValueError, NoMoreData):
+            return ModeKeys.GLOBAL, step
+        if mode is None or mode_step is None:
+            return ModeKeys.GLOBAL, step
+        return ModeKeys.parse(mode), int(mode_step)
+
+
+def tensor_names_at(trial: Any, step: int) -> list[str]:
+    """Names of the tensors with data (value, reduction or shape) at global ``step``."""
+    try:
+        return list(trial.tensor_names(step=step))
+    except MISSING:
+        return []
+
+
+def _collection_names(trial: Any) -> set[str]:
+    collections = trial.collections()
+    return set(collections.keys() if isinstance(collections, dict) else collections)
+
+
+def is_numeric(value: np.ndarray) -> bool:
+    return value.dtype.kind in "biufc" and value.size > 0
+
+
+def as_scalar(value: np.ndarray | None) -> float | None:
+    """A one-element numeric value as a float; None for anything else (RULES.md: "scalar-valued")."""
+    if value is None or value.size != 1 or value.dtype.kind not in "biuf":
+        return None
+    return float(value.reshape(()))
+
+
+def fmt(x: float) -> str:
+    """A number for a message: short, but never rounding a small value to 0."""
+    return f"{x:.4g}"
+
+
+__all__ = ["MISSING", "BuiltinRule", "as_scalar", "fmt", "is_numeric", "tensor_names_at"]

@@ -1,0 +1,108 @@
+"""ClassImbalance: some classes are much rarer than others, or mostly mispredicted.
+
+RULES.md §3.14. Labels and predictions are the first tensor (by name) matching ``labels_regex`` and
+``predictions_regex`` at the step. Readings chosen where RULES.md reconstructs [R]:
+
+* Counts accumulate over every step evaluated (a running tally, not one batch), and nothing is
+  judged before ``samples`` labels have been seen.
+* Predictions: with ``argmax`` the class is ``argmax`` over the last axis (``(batch, classes)``
+  scores); otherwise the values are rounded to the nearest integer class.
+* Fires when ``max(count) / min(count)`` over the classes seen exceeds ``threshold_imbalance``, or
+  when a class is mispredicted (prediction != label, counted per true class) in more than
+  ``threshold_misprediction`` of its samples.
+* Labels and predictions of different sizes are an error naming both tensors and shapes (often the
+  fix is ``argmax=True``).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import numpy as np
+
+from sdk_ext.rules.builtin.base import BuiltinRule, fmt
+
+
+def to_classes(values: np.ndarray, *, argmax: bool) -> np.ndarray:
+    """Integer class ids from labels or predictions (argmax over the last axis, or rounding)."""
+    values = np.asarray(values)
+    if argmax and values.ndim >= 1:
+        return np.asarray(np.argmax(values, axis=-1), dtype=np.int64).ravel()
+    return np.rint(values.astype(np.float64)).ravel().astype(np.int64)
+
+
+def imbalance(counts: Counter[int]) -> tuple[float, int, int]:
+    """``(max/min ratio, most frequent class, least frequent class)`` over the classes seen."""
+    most = max(counts, key=lambda c: (counts[c], -c))
+    least = min(counts, key=lambda c: (counts[c], c))
+    return counts[most] / counts[least], most, least
+
+
+class ClassImbalance(BuiltinRule):
+    """Fires on a class count ratio above ``threshold_imbalance`` or a class mispredicted too often."""
+
+    def __init__(
+        self,
+        base_trial: Any,
+        threshold_imbalance: float | str = 10,
+        threshold_misprediction: float | str = 0.7,
+        samples: int | str = 500,
+        argmax: bool | str = False,
+        labels_regex: str = ".*labels",
+        predictions_regex: str = ".*predictions",
+        *,
+        action_str: str = "",
+    ) -> None:
+        super().__init__(base_trial, action_str=action_str)
+        p = self.params
+        self.threshold_imbalance = p.number("threshold_imbalance", threshold_imbalance, ge=1)
+        self.threshold_misprediction = p.number("threshold_misprediction", threshold_misprediction, ge=0, le=1)
+        self.samples = p.integer("samples", samples, ge=1)
+        self.argmax = p.flag("argmax", argmax)
+        self.labels_regex = p.regexes("labels_regex", labels_regex)
+        self.predictions_regex = p.regexes("predictions_regex", predictions_regex)
+        p.require(bool(self.labels_regex), f"parameter labels_regex={labels_regex!r}: must not be empty")
+        p.require(bool(self.predictions_regex),
+                  f"parameter predictions_regex={predictions_regex!r}: must not be empty")
+        p.done()
+        self.counts: Counter[int] = Counter()
+        self.wrong: Counter[int] = Counter()
+
+    def invoke_at_step(self, step: int) -> bool:
+        label_names = self.select(step, regex=self.labels_regex, all_if_empty=False)
+        prediction_names = self.select(step, regex=self.predictions_regex, all_if_empty=False)
+        if not label_names or not prediction_names:
+            return False
+        labels_raw = self.value(label_names[0], step)
+        predictions_raw = self.value(prediction_names[0], step)
+        if labels_raw is None or predictions_raw is None:
+            return False
+        labels = to_classes(labels_raw, argmax=False)
+        predictions = to_classes(predictions_raw, argmax=self.argmax)
+        if labels.size != predictions.size:
+            raise ValueError(
+                f"{self.rule_name}: labels {label_names[0]!r} (shape {labels_raw.shape}) and predictions "
+                f"{prediction_names[0]!r} (shape {predictions_raw.shape}) hold different numbers of samples; "
+                "set argmax='True' if predictions are per-class scores"
+            )
+        self.counts.update(labels.tolist())
+        self.wrong.update(labels[labels != predictions].tolist())
+        seen = sum(self.counts.values())
+        if seen < self.samples or not self.counts:
+            return False
+        ratio, most, least = imbalance(self.counts)
+        if ratio > self.threshold_imbalance:
+            return self.found_issue(
+                f"labels {label_names[0]!r}: class {most} has {self.counts[most]} samples and class {least} "
+                f"{self.counts[least]} (ratio {fmt(ratio)} > threshold_imbalance {fmt(self.threshold_imbalance)}; "
+                f"{seen} samples so far)"
+            )
+        for cls in sorted(self.counts):
+            rate = self.wrong[cls] / self.counts[cls]
+            if rate > self.threshold_misprediction:
+                return self.found_issue(
+                    f"predictions {prediction_names[0]!r}: class {cls} is mispredicted in {fmt(rate * 100)}% of "
+                    f"its {self.counts[cls]} samples (threshold_misprediction {fmt(self.threshold_misprediction)})"
+                )
+        return False

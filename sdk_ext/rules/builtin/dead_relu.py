@@ -1,0 +1,55 @@
+"""DeadRelu: too many ReLU units that (almost) never activate.
+
+RULES.md §3.11. Each tensor matching ``tensor_regex`` is the output of one ReLU layer. A unit
+(axis 1; see :mod:`sdk_ext.rules.builtin.units` for the [R] reading) is dead when fewer than
+``threshold_inactivity`` percent of its values are > 0; the rule fires when more than
+``threshold_layer`` percent of a layer's units are dead. PyTorch users set the regex to their
+module names, e.g. ``.*relu.*_output_0``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from sdk_ext.rules.builtin.base import BuiltinRule, fmt, is_numeric
+from sdk_ext.rules.builtin.units import inactive_unit_percent
+
+
+def dead_unit_percent(activations: np.ndarray, threshold_inactivity: float) -> float:
+    """Percentage of units of a ReLU output active (> 0) in less than ``threshold_inactivity`` % of values."""
+    return inactive_unit_percent(np.asarray(activations) > 0, threshold_inactivity)
+
+
+class DeadRelu(BuiltinRule):
+    """Fires when more than ``threshold_layer`` % of a ReLU layer's units are dead."""
+
+    def __init__(
+        self,
+        base_trial: Any,
+        tensor_regex: str | list[str] = ".*relu_output",
+        threshold_inactivity: float | str = 1.0,
+        threshold_layer: float | str = 50.0,
+        *,
+        action_str: str = "",
+    ) -> None:
+        super().__init__(base_trial, action_str=action_str)
+        self.tensor_regex = self.params.regexes("tensor_regex", tensor_regex)
+        self.threshold_inactivity = self.params.number("threshold_inactivity", threshold_inactivity, ge=0, le=100)
+        self.threshold_layer = self.params.number("threshold_layer", threshold_layer, ge=0, le=100)
+        self.params.require(bool(self.tensor_regex), f"parameter tensor_regex={tensor_regex!r}: must not be empty")
+        self.params.done()
+
+    def invoke_at_step(self, step: int) -> bool:
+        for name in self.select(step, regex=self.tensor_regex, all_if_empty=False):
+            value = self.value(name, step)
+            if value is None or not is_numeric(value) or value.ndim == 0:
+                continue
+            dead = dead_unit_percent(value, self.threshold_inactivity)
+            if dead > self.threshold_layer:
+                return self.found_issue(
+                    f"tensor {name!r}: {fmt(dead)}% of its units are dead (active in less than "
+                    f"{fmt(self.threshold_inactivity)}% of values; threshold_layer {fmt(self.threshold_layer)}%)"
+                )
+        return False

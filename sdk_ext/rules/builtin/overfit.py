@@ -1,0 +1,93 @@
+"""Overfit: the validation loss has moved too far above the training loss.
+
+RULES.md §3.8. Needs one scalar loss saved in TRAIN and in EVAL mode (``tensor_regex``, else the
+``losses`` collection, else tensors named like "loss"). Readings chosen where RULES.md
+reconstructs [R]:
+
+* The training reference is the mean of the TRAIN values saved since the previous EVAL phase (the
+  losses the model had just before it was validated). An EVAL phase is a run of consecutive EVAL
+  steps; within it the validation value is the running mean of the phase's EVAL values so far.
+* At each EVAL step (global step >= ``start_step``):
+  ``ratio = (mean_eval - mean_train) / |mean_train|`` (|mean_train| taken as 1 when it is 0). A
+  ratio above ``ratio_threshold`` counts one strike; a ratio at or below resets the count. Fires
+  when ``patience`` consecutive EVAL steps strike.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from sdk_ext.modes import ModeKeys
+from sdk_ext.rules.builtin.base import BuiltinRule, as_scalar, fmt
+
+
+def overfit_ratio(train_mean: float, eval_mean: float) -> float:
+    """``(eval_mean - train_mean) / |train_mean|`` (denominator 1 when train_mean is 0)."""
+    scale = abs(train_mean) if train_mean != 0 else 1.0
+    return (eval_mean - train_mean) / scale
+
+
+@dataclass
+class _State:
+    train: list[float] = field(default_factory=list)  # TRAIN values since the last EVAL phase
+    train_mean: float | None = None  # the reference of the current/last EVAL phase
+    in_eval: bool = False
+    eval_sum: float = 0.0
+    eval_count: int = 0
+    strikes: int = 0
+
+
+class Overfit(BuiltinRule):
+    """Fires when validation loss exceeds training loss by more than ``ratio_threshold`` for ``patience`` steps."""
+
+    def __init__(
+        self,
+        base_trial: Any,
+        tensor_regex: str | list[str] | None = None,
+        start_step: int | str = 0,
+        patience: int | str = 1,
+        ratio_threshold: float | str = 0.1,
+        *,
+        action_str: str = "",
+    ) -> None:
+        super().__init__(base_trial, action_str=action_str)
+        self.tensor_regex = self.params.regexes("tensor_regex", tensor_regex)
+        self.start_step = self.params.integer("start_step", start_step, ge=0)
+        self.patience = self.params.integer("patience", patience, ge=1)
+        self.ratio_threshold = self.params.number("ratio_threshold", ratio_threshold)
+        self.params.done()
+        self._state: dict[str, _State] = {}
+
+    def invoke_at_step(self, step: int) -> bool:
+        mode, mode_step = self.mode_of(step)
+        if mode not in (ModeKeys.TRAIN, ModeKeys.EVAL):
+            return False
+        for name in self.loss_tensors(step, self.tensor_regex):
+            value = as_scalar(self.value(name, step))
+            if value is None:
+                continue
+            st = self._state.setdefault(name, _State())
+            if mode == ModeKeys.TRAIN:
+                st.in_eval = False
+                st.train.append(value)
+                continue
+            if not st.in_eval:  # a new EVAL phase: its reference is the training since the last one
+                st.in_eval, st.eval_sum, st.eval_count = True, 0.0, 0
+                if st.train:
+                    st.train_mean = sum(st.train) / len(st.train)
+                    st.train = []
+            st.eval_sum += value
+            st.eval_count += 1
+            if st.train_mean is None or step < self.start_step:
+                continue
+            eval_mean = st.eval_sum / st.eval_count
+            ratio = overfit_ratio(st.train_mean, eval_mean)
+            st.strikes = st.strikes + 1 if ratio > self.ratio_threshold else 0
+            if st.strikes >= self.patience:
+                return self.found_issue(
+                    f"tensor {name!r} (EVAL step {mode_step}): mean validation loss {fmt(eval_mean)} is "
+                    f"{fmt(ratio * 100)}% above mean training loss {fmt(st.train_mean)} "
+                    f"(ratio_threshold {fmt(self.ratio_threshold)}, {st.strikes} step(s) in a row)"
+                )
+        return False

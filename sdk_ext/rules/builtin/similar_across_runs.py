@@ -1,0 +1,71 @@
+"""SimilarAcrossRuns: the same tensor differs between this trial and another one at the same step.
+
+RULES.md §3.3. ``other_trials`` is required (SageMaker: RuleParameters ``other_trial_0``...); the
+first one is compared. Readings chosen where RULES.md reconstructs [R]:
+
+* a tensor or step the other trial does not have is skipped (nothing to compare), never a firing;
+* "different" means a different shape, or ``not np.allclose(base, other)`` with numpy's default
+  tolerances (rtol 1e-5, atol 1e-8) and NaNs in the same places counted as equal: runs that are
+  meant to be reproducible agree to far better than that, and a float32 rounding difference does
+  not fire.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from sdk_ext.exceptions import InsufficientInformationForRuleInvocation
+from sdk_ext.rules.builtin.base import BuiltinRule, fmt, tensor_names_at
+
+
+def difference(base: np.ndarray, other: np.ndarray) -> str | None:
+    """Why ``base`` and ``other`` differ, or None if they are the same (shape, then allclose)."""
+    base, other = np.asarray(base), np.asarray(other)
+    if base.shape != other.shape:
+        return f"shape {base.shape} vs {other.shape}"
+    if base.dtype.kind not in "biufc" or other.dtype.kind not in "biufc":
+        return None if np.array_equal(base, other) else "values differ"
+    if np.allclose(base, other, equal_nan=True):
+        return None
+    with np.errstate(invalid="ignore"):
+        diff = np.abs(base.astype(np.complex128) - other.astype(np.complex128))
+    return f"max |difference| {fmt(float(np.nanmax(diff)))}" if diff.size else "values differ"
+
+
+class SimilarAcrossRuns(BuiltinRule):
+    """Fires when a selected tensor differs from the same tensor, same step, of ``other_trials[0]``."""
+
+    def __init__(
+        self,
+        base_trial: Any,
+        other_trials: Sequence[Any] | Any = None,
+        collection_names: str | list[str] | None = None,
+        tensor_regex: str | list[str] | None = None,
+        *,
+        action_str: str = "",
+    ) -> None:
+        super().__init__(base_trial, other_trials, action_str)
+        if not self.other_trials:
+            raise InsufficientInformationForRuleInvocation(
+                self.rule_name, "it needs another trial to compare with (RuleParameter other_trial_0)"
+            )
+        self.collection_names = self.params.strings("collection_names", collection_names)
+        self.tensor_regex = self.params.regexes("tensor_regex", tensor_regex)
+        self.params.done()
+
+    def invoke_at_step(self, step: int) -> bool:
+        other = self.other_trials[0]
+        in_other = set(tensor_names_at(other, step))
+        for name in self.select(step, collections=self.collection_names, regex=self.tensor_regex):
+            if name not in in_other:
+                continue
+            base_value, other_value = self.value(name, step), self.value(name, step, trial=other)
+            if base_value is None or other_value is None:
+                continue
+            why = difference(base_value, other_value)
+            if why is not None:
+                return self.found_issue(f"tensor {name!r} differs from the other trial: {why}")
+        return False

@@ -1,0 +1,83 @@
+"""WeightUpdateRatio: weight updates too large or too small relative to the weights.
+
+RULES.md §3.4. At each step, for every tensor of the ``weights`` collection: compare with the
+previous saved step ``p`` of that tensor (with ``num_steps``: the latest saved ``p`` with
+``step - num_steps <= p < step``); no such step, skip. The ratio is the reading chosen where RULES.md
+reconstructs [R]::
+
+    ratio = ||w_step - w_p||_2 / (||w_p||_2 + epsilon)
+
+the relative L2 update size (cs231n's "update/weight ratio", healthy around 1e-3). It is invariant to
+how many elements the layer has, which a mean-based ratio is not when a few weights move.
+Fires when ``ratio > large_threshold`` or ``ratio < small_threshold`` (a frozen weight gives 0 and
+fires). Weights whose shape changed are skipped.
+"""
+
+from __future__ import annotations
+
+import bisect
+from typing import Any
+
+import numpy as np
+
+from sdk_ext.rules.builtin.base import BuiltinRule, fmt
+
+
+def update_ratio(previous: np.ndarray, current: np.ndarray, epsilon: float) -> float:
+    """``||current - previous||₂ / (||previous||₂ + epsilon)`` in float64."""
+    previous = np.asarray(previous, dtype=np.float64)
+    current = np.asarray(current, dtype=np.float64)
+    return float(np.linalg.norm((current - previous).ravel()) / (np.linalg.norm(previous.ravel()) + epsilon))
+
+
+def previous_step(steps: list[int], step: int, num_steps: int | None) -> int | None:
+    """The latest saved step before ``step`` (and, with ``num_steps``, not before ``step - num_steps``)."""
+    i = bisect.bisect_left(steps, step)
+    if i == 0:
+        return None
+    p = steps[i - 1]
+    if num_steps is not None and p < step - num_steps:
+        return None
+    return p
+
+
+class WeightUpdateRatio(BuiltinRule):
+    """Fires when the relative update of a weight is above ``large_threshold`` or below ``small_threshold``."""
+
+    def __init__(
+        self,
+        base_trial: Any,
+        num_steps: int | str | None = None,
+        large_threshold: float | str = 10.0,
+        small_threshold: float | str = 1e-8,
+        epsilon: float | str = 1e-9,
+        *,
+        action_str: str = "",
+    ) -> None:
+        super().__init__(base_trial, action_str=action_str)
+        self.num_steps = self.params.maybe_integer("num_steps", num_steps, ge=1)
+        self.large_threshold = self.params.number("large_threshold", large_threshold, ge=0)
+        self.small_threshold = self.params.number("small_threshold", small_threshold, ge=0)
+        self.epsilon = self.params.number("epsilon", epsilon, gt=0)
+        self.params.require(
+            self.small_threshold < self.large_threshold,
+            f"parameter small_threshold={small_threshold!r} must be below large_threshold={large_threshold!r}",
+        )
+        self.params.done()
+
+    def invoke_at_step(self, step: int) -> bool:
+        for name in self.collection_tensors("weights", step):
+            p = previous_step(self.tensor_steps(name), step, self.num_steps)
+            if p is None:
+                continue
+            current, previous = self.value(name, step), self.value(name, p)
+            if current is None or previous is None or current.shape != previous.shape:
+                continue
+            ratio = update_ratio(previous, current, self.epsilon)
+            if ratio > self.large_threshold:
+                return self.found_issue(f"tensor {name!r}: update/weight ratio {fmt(ratio)} since step {p} "
+                                        f"is above large_threshold {fmt(self.large_threshold)}")
+            if ratio < self.small_threshold:
+                return self.found_issue(f"tensor {name!r}: update/weight ratio {fmt(ratio)} since step {p} "
+                                        f"is below small_threshold {fmt(self.small_threshold)}")
+        return False

@@ -1,0 +1,83 @@
+"""invoke_rule: walk the global steps and evaluate a rule at each one (smdebug's semantics).
+
+* Steps ``start_step, start_step+1, ...`` up to ``end_step`` (exclusive), waiting while the
+  training job has not written the next step yet.
+* A step that was not saved, or a tensor missing at a step, is skipped (StepUnavailable,
+  TensorUnavailable, TensorUnavailableForStep are swallowed).
+* When training has ended and the next step is beyond the last one saved, :class:`NoMoreData`
+  propagates: the caller treats it as the normal end.
+* A firing raises :class:`RuleEvaluationConditionMet` when ``raise_eval_cond``; otherwise the walk goes
+  on (and stops if the exception says ``end_of_rule``).
+
+The only differences from smdebug are speed: the wait polls every ``poll_interval`` seconds (smdebug:
+2 s), and a run of unsaved steps is crossed in one jump to the next saved step instead of one failed
+lookup per integer (same outcome: smdebug's rule sees none of them), unless the rule overrides
+``invoke`` and may count steps itself.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from sdk_ext.exceptions import (
+    RuleEvaluationConditionMet,
+    StepUnavailable,
+    TensorUnavailable,
+    TensorUnavailableForStep,
+)
+from sdk_ext.rules.rule import Rule
+from sdk_ext.rules.trial_api import next_known_step
+
+logger = logging.getLogger(__name__)
+
+
+def invoke_rule(
+    rule_obj: Rule,
+    start_step: int | None = 0,
+    end_step: int | None = None,
+    raise_eval_cond: bool = False,
+    *,
+    poll_interval: float | None = None,
+) -> None:
+    """Evaluate ``rule_obj`` at every global step from ``start_step`` to ``end_step`` (exclusive).
+
+    Args:
+        rule_obj: the rule.
+        start_step: first global step (None means 0).
+        end_step: stop before this step; None runs until training ends.
+        raise_eval_cond: re-raise the first RuleEvaluationConditionMet instead of going on.
+        poll_interval: seconds between checks while waiting for a step (default: the rule's
+            ``poll_interval``).
+
+    Raises:
+        RuleEvaluationConditionMet: the rule fired and ``raise_eval_cond`` is True.
+        NoMoreData: training ended before ``end_step`` (always, when ``end_step`` is None).
+    """
+    if poll_interval is not None:
+        rule_obj.poll_interval = poll_interval
+    step = start_step or 0
+    can_jump = not rule_obj.overrides_invoke
+    logger.info("rule %s: evaluation starts at step %d", rule_obj.rule_name, step)
+    while end_step is None or step < end_step:
+        try:
+            rule_obj.invoke(step)
+        except StepUnavailable as err:
+            logger.debug("%s", err)
+            if can_jump:
+                following = next_known_step(rule_obj.base_trial, step)
+                if following is not None and following > step + 1:
+                    step = following if end_step is None else min(following, end_step)
+                    continue
+        except (TensorUnavailableForStep, TensorUnavailable) as err:
+            logger.debug("%s", err)
+        except RuleEvaluationConditionMet as err:
+            if raise_eval_cond:
+                raise
+            logger.info("%s", err)
+            if err.end_of_rule:
+                break
+        step += 1
+    logger.info("rule %s: evaluation ended before step %d", rule_obj.rule_name, step)
+
+
+__all__ = ["invoke_rule"]

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.moto_s3 import moto_server, s3  # noqa: F401  (fixtures: moto on 127.0.0.1, a bucket per test)
+
 REPO = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("SDK_EXT_SHARED", REPO.parent / "shared")).resolve()
 FIXTURES = SHARED / "fixtures"

@@ -22,7 +22,7 @@ from sdk_ext.format.events import decode_tensor_value
 from sdk_ext.format.index import parse_index
 from sdk_ext.format.paths import parse_index_key, parse_reduction_name
 from sdk_ext.format.records import read_record
-from sdk_ext.storage import LocalStorage
+from sdk_ext.storage import open_storage
 
 SMDEBUG_SCRIPT = Path(__file__).resolve().parent / "compat" / "smdebug_read_trial.py"
 
@@ -54,8 +54,9 @@ def dump_with_smdebug(python: Path | str, trial: Path | str, tmp: Path, timeout:
 
 
 def dump_with_format(trial: Path | str) -> dict[str, Any]:
-    """What the trial holds, decoded with sdk_ext.format (a value next to a shape entry stays readable)."""
-    storage = LocalStorage(trial)
+    """What the trial holds (a directory or s3://), decoded with sdk_ext.format (a value next to a shape
+    entry stays readable)."""
+    storage = open_storage(trial)
     tensors: dict[str, dict[str, dict[str, Any]]] = {}
     steps: dict[str, set[int]] = {"GLOBAL": set()}
     mode_of_step: dict[str, list[Any]] = {}

@@ -8,6 +8,7 @@ yet", never "the listing failed".
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
@@ -22,6 +23,15 @@ class ReadRequest:
     key: str
     start: int = 0
     length: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectInfo:
+    """What a listing says about one object: enough to tell whether a cached copy is current."""
+
+    key: str
+    size: int
+    etag: str  # S3's ETag (quotes stripped); changes whenever the object is rewritten
 
 
 @runtime_checkable
@@ -54,7 +64,7 @@ class Storage(Protocol):
     def read(self, key: str, *, start: int = 0, length: int | None = None) -> bytes:
         """Bytes ``[start, start+length)`` of ``key``. Raises StorageNotFound if it does not exist."""
 
-    def read_many(self, requests: Sequence[ReadRequest]) -> list[bytes]:
+    def read_many(self, requests: Sequence[ReadRequest]) -> builtins.list[bytes]:
         """Several reads, possibly concurrent; results in request order."""
 
     def exists(self, key: str) -> bool: ...
@@ -74,4 +84,4 @@ def join_key(*parts: str) -> str:
     return "/".join(p.strip("/") for p in parts if p.strip("/"))
 
 
-__all__ = ["Buffer", "ObjectWriter", "ReadRequest", "Storage", "join_key"]
+__all__ = ["Buffer", "ObjectInfo", "ObjectWriter", "ReadRequest", "Storage", "join_key"]

@@ -6,6 +6,7 @@ turns a half-written file into data; listings skip ``.tmp`` names.
 
 from __future__ import annotations
 
+import builtins
 import errno
 import os
 from collections.abc import Iterable, Iterator, Sequence
@@ -93,7 +94,7 @@ class LocalStorage:
         keys.sort()  # "a.json" sorts before "a/x" although the walk visits directory "a" first
         return iter(keys)
 
-    def _walk(self, directory: str, key_dir: str, prefix: str, start_after: str, out: list[str]) -> None:
+    def _walk(self, directory: str, key_dir: str, prefix: str, start_after: str, out: builtins.list[str]) -> None:
         try:
             entries = sorted(os.scandir(directory), key=lambda e: e.name)
         except FileNotFoundError:
@@ -123,7 +124,7 @@ class LocalStorage:
         except OSError as err:
             raise _translate(err, f"reading {path}") from err
 
-    def read_many(self, requests: Sequence[ReadRequest]) -> list[bytes]:
+    def read_many(self, requests: Sequence[ReadRequest]) -> builtins.list[bytes]:
         return [self.read(r.key, start=r.start, length=r.length) for r in requests]
 
     def exists(self, key: str) -> bool:

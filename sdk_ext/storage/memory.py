@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 
@@ -48,7 +49,7 @@ class InMemoryStorage:
             raise StorageNotFound(f"{self.uri}/{key}: no such object")
         return data[start:] if length is None else data[start : start + length]
 
-    def read_many(self, requests: Sequence[ReadRequest]) -> list[bytes]:
+    def read_many(self, requests: Sequence[ReadRequest]) -> builtins.list[bytes]:
         return [self.read(r.key, start=r.start, length=r.length) for r in requests]
 
     def exists(self, key: str) -> bool:

@@ -23,6 +23,7 @@ def create_trial(
     parallel: bool = True,
     check: bool = False,
     index_mode: bool = True,
+    cache_dir: str | os.PathLike[str] | None = None,
 ) -> Trial:
     """Open the trial at ``path`` (a local directory, ``s3://bucket/prefix``, or a Storage).
 
@@ -36,6 +37,8 @@ def create_trial(
         cache: keep every value read in memory (smdebug's ``cache``).
         parallel, check: accepted for smdebug compatibility; they have no effect (as in smdebug).
         index_mode: must be True (smdebug's event-file-only mode was never implemented).
+        cache_dir: for ``s3://`` paths, a local directory that keeps downloaded objects, so the next
+            analysis of the same trial does not download them again (listings are never cached).
 
     Raises:
         MissingCollectionFiles: see :meth:`Trial.load`.
@@ -46,7 +49,7 @@ def create_trial(
     del parallel, check
     if isinstance(path, (str, os.PathLike)):
         text = os.fspath(path).strip()
-        storage: Storage = open_storage(text)
+        storage: Storage = open_storage(text, cache_dir=cache_dir)
     else:
         storage = path
     opts = options or TrialOptions()

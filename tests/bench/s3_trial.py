@@ -1,0 +1,239 @@
+"""Benchmark: open and read a 2000-step trial on S3 (moto's server), sdk_ext vs smdebug 1.0.34.
+
+Run from the repo root:  python -m tests.bench.s3_trial [--steps 2000 --tensors 10 --sample 20 --budget 120]
+(SMDEBUG_PYTHON points at the smdebug venv's interpreter; `make bench` sets it.)
+
+Both readers run in their own subprocess against the same moto server, reached through a counting
+proxy (tests/moto_s3.py), so requests are counted on the server side, retries included. The trial is
+written with sdk_ext.format (byte-identical to smdebug's writer) straight into moto's backend.
+Workloads, each in a fresh process, the same calls for both readers:
+  open:   create_trial(s3://...), steps(), tensor_names()
+  sample: open, then value() of every tensor at ``--sample`` evenly spaced steps
+  all:    open, then value() of every tensor at every step, tensor by tensor. A reader still busy after
+          ``--budget`` seconds stops there; its total is projected from what it measured (open + the
+          measured cost per value times the number of values), and the table says so. smdebug needs
+          this: each of its value() calls lists the whole events/ prefix (FORMAT.md §12.2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from sdk_ext.format import (
+    CollectionsFile,
+    CollectionSpec,
+    IndexFile,
+    TensorEntry,
+    encode_collections,
+    encode_index,
+    encode_tensor_record_parts,
+)
+from sdk_ext.format.paths import COLLECTIONS_DIR, END_OF_JOB, event_key, index_key
+from sdk_ext.modes import ModeKeys
+from tests.moto_s3 import FaultProxy, s3_environment
+
+REPO = Path(__file__).resolve().parents[2]
+PREFIX = "trial"
+
+CHILD = r"""
+import json, sys, time
+impl, uri, workload, sample, budget = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), float(sys.argv[5])
+cache = {"cache_dir": sys.argv[6]} if len(sys.argv) > 6 else {}
+if impl == "smdebug":
+    from smdebug.trials import create_trial
+else:
+    from sdk_ext.trials import create_trial
+t0 = time.perf_counter()
+trial = create_trial(uri, **cache)
+steps = trial.steps()
+names = trial.tensor_names()
+t_open = time.perf_counter() - t0
+picked = steps[:: max(1, len(steps) // sample)][:sample] if workload == "sample" else steps
+n, complete = 0, True
+if workload != "open":
+    for name in names:
+        tensor = trial.tensor(name)
+        for step in picked:
+            tensor.value(step)
+            n += 1
+            if workload == "all" and time.perf_counter() - t0 > budget:
+                complete = False
+                break
+        if not complete:
+            break
+total = time.perf_counter() - t0
+print(json.dumps({"open_s": t_open, "total_s": total, "steps": len(steps), "tensors": len(names), "values": n,
+                  "wanted": len(names) * len(picked) if workload != "open" else 0, "complete": complete}))
+"""
+
+
+def trial_objects(steps: int, tensors: int, elements: int) -> dict[str, bytes]:
+    """A finished single-worker trial: ``tensors`` float32 tensors saved at each of ``steps`` steps."""
+    rng = np.random.default_rng(0)
+    names = [f"layer{i}/weight" for i in range(tensors)]
+    objects: dict[str, bytes] = {}
+    for step in range(steps):
+        parts: list[bytes | memoryview] = []
+        entries, offset = [], 0
+        for name in names:
+            record, length = encode_tensor_record_parts(
+                name, rng.standard_normal(elements).astype(np.float32), step=step, wall_time=1.7e9,
+                mode=ModeKeys.TRAIN, mode_step=step,
+            )
+            parts += record
+            entries.append(TensorEntry(name, offset, length))
+            offset += length
+        objects[event_key(step, "worker_0")] = b"".join(bytes(p) for p in parts)
+        index = IndexFile(ModeKeys.TRAIN, step, event_key(step, "worker_0"), tuple(entries))
+        objects[index_key(step, "worker_0")] = encode_index(index)
+    spec = CollectionSpec("weights", include_regex=(".*weight",))
+    objects[f"{COLLECTIONS_DIR}/worker_0_collections.json"] = encode_collections(
+        CollectionsFile({"weights": spec}, num_workers=1)
+    )
+    objects[END_OF_JOB] = b""
+    return objects
+
+
+def run_child(python: str, impl: str, uri: str, workload: str, args: argparse.Namespace, env: dict[str, str],
+              proxy: FaultProxy, cache_dir: str | None = None) -> dict[str, Any]:
+    proxy.clear()
+    started = time.perf_counter()
+    done = subprocess.run([python, "-c", CHILD, impl, uri, workload, str(args.sample), str(args.budget),
+                           *([cache_dir] if cache_dir else [])], env=env, capture_output=True,
+                          text=True, timeout=3600, check=False)
+    wall = time.perf_counter() - started
+    if done.returncode != 0:
+        raise RuntimeError(f"{impl} {workload} failed:\n{done.stderr[-3000:]}")
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    result.update(
+        wall_s=wall,
+        requests=proxy.count(),
+        lists=proxy.count("GET", query_has="list-type=2"),
+        gets=proxy.count("GET") - proxy.count("GET", query_has="list-type=2"),
+    )
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--steps", type=int, default=2000)
+    parser.add_argument("--tensors", type=int, default=10)
+    parser.add_argument("--elements", type=int, default=100)
+    parser.add_argument("--sample", type=int, default=20)
+    parser.add_argument("--budget", type=float, default=120.0, help="seconds before 'all' stops and projects")
+    parser.add_argument("--json", type=Path, help="also write the raw results here")
+    parser.add_argument("--only", choices=("sdk_ext", "smdebug"), help="run one reader (no ratios)")
+    args = parser.parse_args(argv)
+    smdebug = os.environ.get("SMDEBUG_PYTHON") or str(REPO / ".venv-smdebug" / "bin" / "python")
+
+    import boto3
+    from moto.core.models import DEFAULT_ACCOUNT_ID
+    from moto.s3.models import s3_backends
+    from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    proxy = FaultProxy(f"http://{host}:{port}").start()
+    bucket = f"bench-{uuid.uuid4().hex[:12]}"
+    client = boto3.client("s3", endpoint_url=f"http://{host}:{port}", region_name="us-east-1",
+                          aws_access_key_id="testing", aws_secret_access_key="testing")
+    client.create_bucket(Bucket=bucket)
+    backend = s3_backends[DEFAULT_ACCOUNT_ID]["aws"]
+    for key, data in trial_objects(args.steps, args.tensors, args.elements).items():
+        backend.put_object(bucket, f"{PREFIX}/{key}", data)
+
+    env = dict(os.environ)
+    env.update(s3_environment(proxy.url, Path(tempfile.mkdtemp(prefix="bench-aws-"))))
+    env["PYTHONPATH"] = str(REPO)
+    env["SMDEBUG_LOG_LEVEL"] = "error"
+    uri = f"s3://{bucket}/{PREFIX}"
+    results: dict[str, dict[str, dict[str, Any]]] = {}
+    plan = [("sdk_ext", sys.executable), ("smdebug", smdebug)]
+    for impl, python in plan:
+        if args.only and impl != args.only:
+            continue
+        for workload in ("open", "sample", "all"):
+            print(f"running {impl} {workload} ...", file=sys.stderr, flush=True)
+            results.setdefault(impl, {})[workload] = run_child(python, impl, uri, workload, args, env, proxy)
+        project(results[impl])
+    if "sdk_ext" in results:  # a second analysis with a local cache: the first run fills it
+        cache_dir = tempfile.mkdtemp(prefix="bench-cache-")
+        print("running sdk_ext all twice with cache_dir ...", file=sys.stderr, flush=True)
+        run_child(sys.executable, "sdk_ext", uri, "all", args, env, proxy, cache_dir)
+        results["sdk_ext"]["all_cached"] = run_child(sys.executable, "sdk_ext", uri, "all", args, env, proxy, cache_dir)
+    proxy.stop()
+    server.stop()
+
+    print(report(results, args) if len(results) == 2 else json.dumps(results, indent=2))
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+    return 0
+
+
+def project(runs: dict[str, dict[str, Any]]) -> None:
+    """Fill ``requests_total``/``time_total`` of each run: measured, or projected for an unfinished 'all'."""
+    for run in runs.values():
+        run.setdefault("complete", True)
+        run["requests_total"], run["time_total"], run["projected"] = run["requests"], run["total_s"], False
+    run, opened = runs["all"], runs["open"]
+    if not run["complete"] and run["values"]:
+        per_request = (run["requests"] - opened["requests"]) / run["values"]
+        per_second = (run["total_s"] - run["open_s"]) / run["values"]
+        run["requests_total"] = opened["requests"] + per_request * run["wanted"]
+        run["time_total"] = run["open_s"] + per_second * run["wanted"]
+        run["projected"] = True
+
+
+def _cell(run: dict[str, Any], key: str, unit: str = "") -> str:
+    text = f"{run[key]:.1f}{unit}" if unit else f"{round(run[key])}"
+    return text + (f" (projected from {run['values']} values)" if run["projected"] else "")
+
+
+def report(results: dict[str, dict[str, dict[str, Any]]], args: argparse.Namespace) -> str:
+    ours, theirs = results["sdk_ext"], results["smdebug"]
+    lines = [
+        (f"S3 trial on moto, {args.steps} steps x {args.tensors} float32[{args.elements}] tensors, 1 worker "
+         f"(`python -m tests.bench.s3_trial --steps {args.steps} --tensors {args.tensors} "
+         f"--elements {args.elements} --sample {args.sample} --budget {args.budget:g}`)"),
+        "",
+        "| workload | sdk_ext requests | smdebug requests | fewer requests | sdk_ext time | smdebug time | faster |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for workload in ("open", "sample", "all"):
+        o, t = ours[workload], theirs[workload]
+        label = {
+            "open": "open: create_trial, steps(), tensor_names()",
+            "sample": f"open + {o['wanted']} values (every tensor at {args.sample} steps)",
+            "all": f"open + all {o['wanted']} values",
+        }[workload]
+        lines.append(
+            f"| {label} | {_cell(o, 'requests_total')} | {_cell(t, 'requests_total')} "
+            f"| {t['requests_total'] / max(o['requests_total'], 1):.1f}x | {_cell(o, 'time_total', ' s')} "
+            f"| {_cell(t, 'time_total', ' s')} | {t['time_total'] / o['time_total']:.1f}x |"
+        )
+    cached = ours["all_cached"]
+    lines.append(
+        f"| the same, second analysis with `cache_dir` | {cached['requests']} | | | {cached['total_s']:.1f} s | | |"
+    )
+    lines.append("")
+    lines.append("Requests by kind (LIST / GET), measured: " + "; ".join(
+        f"{impl} {w} {int(r['lists'])}/{int(r['gets'])}" for impl, runs in results.items() for w, r in runs.items()))
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,6 +1,6 @@
 """Storage on a local directory.
 
-Writes go to ``<key>.tmp`` and are renamed into place on commit, so a reader (or a crash) never
+Writes go to ``<key>.<pid>-<random>.tmp`` and are renamed into place on commit, so a reader (or a crash) never
 turns a half-written file into data; listings skip ``.tmp`` names.
 """
 
@@ -9,6 +9,7 @@ from __future__ import annotations
 import builtins
 import errno
 import os
+import secrets
 from collections.abc import Iterable, Iterator, Sequence
 from typing import IO
 
@@ -31,13 +32,14 @@ class _LocalWriter:
 
     def __init__(self, path: str) -> None:
         self._path = path
-        self._tmp = path + TMP_SUFFIX
+        # unique per writer: two processes may commit the same key (every worker writes the end marker)
+        self._tmp = f"{path}.{os.getpid()}-{secrets.token_hex(4)}{TMP_SUFFIX}"
         self._file: IO[bytes] | None = None
 
     def _open(self) -> IO[bytes]:
         if self._file is None:
             os.makedirs(os.path.dirname(self._path), exist_ok=True)
-            self._file = open(self._tmp, "wb")
+            self._file = open(self._tmp, "wb")  # noqa: SIM115 - open until commit() or abort()
         return self._file
 
     def write(self, data: Buffer) -> None:
@@ -178,4 +180,4 @@ class LocalStorage:
         return got
 
 
-__all__ = ["LocalStorage", "TMP_SUFFIX"]
+__all__ = ["TMP_SUFFIX", "LocalStorage"]

@@ -11,7 +11,7 @@ from sdk_ext.storage.base import Buffer, ReadRequest
 
 
 class _MemoryWriter:
-    def __init__(self, store: "InMemoryStorage", key: str) -> None:
+    def __init__(self, store: InMemoryStorage, key: str) -> None:
         self._store, self._key, self._parts = store, key, bytearray()
 
     def write(self, data: Buffer) -> None:

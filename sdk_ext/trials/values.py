@@ -160,9 +160,9 @@ class ValueReader:
         decode = self._decoder.decode
         out = []
         for key, start, length, size, tensor in requests:
-            data = fetched.get(key) or cached.get(key)
-            if data is not None:
-                out.append(decode(data, start, length, name=key, key=tensor))
+            whole = fetched.get(key) or cached.get(key)
+            if whole is not None:
+                out.append(decode(whole, start, length, name=key, key=tensor))
                 continue
             record = records.get((key, start))
             if record is not None:

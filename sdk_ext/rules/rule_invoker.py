@@ -32,17 +32,18 @@ logger = logging.getLogger(__name__)
 
 
 def invoke_rule(
-    rule_obj: Rule,
+    rule_obj: Rule | None = None,
     start_step: int | None = 0,
     end_step: int | None = None,
     raise_eval_cond: bool = False,
     *,
+    rule: Rule | None = None,
     poll_interval: float | None = None,
 ) -> None:
     """Evaluate ``rule_obj`` at every global step from ``start_step`` to ``end_step`` (exclusive).
 
     Args:
-        rule_obj: the rule.
+        rule_obj: the rule (smdebug's parameter name; ``rule=`` is accepted as well).
         start_step: first global step (None means 0).
         end_step: stop before this step; None runs until training ends.
         raise_eval_cond: re-raise the first RuleEvaluationConditionMet instead of going on.
@@ -52,7 +53,12 @@ def invoke_rule(
     Raises:
         RuleEvaluationConditionMet: the rule fired and ``raise_eval_cond`` is True.
         NoMoreData: training ended before ``end_step`` (always, when ``end_step`` is None).
+        TypeError: no rule, or two different ones, given.
     """
+    if rule_obj is None or (rule is not None and rule is not rule_obj):
+        if rule_obj is not None or rule is None:
+            raise TypeError("invoke_rule() takes one rule: invoke_rule(rule) or invoke_rule(rule=rule)")
+        rule_obj = rule
     if poll_interval is not None:
         rule_obj.poll_interval = poll_interval
     step = start_step or 0

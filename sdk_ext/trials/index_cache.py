@@ -15,170 +15,21 @@ than ``incomplete_step_window`` steps wait for missing workers, the older half i
 from __future__ import annotations
 
 import bisect
-import json
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
-from itertools import chain
-from operator import add
 from typing import Any
 
 from sdk_ext.exceptions import ConfigError
-from sdk_ext.format.index import IndexFile, parse_index
-from sdk_ext.format.paths import (
-    EVENTS_DIR,
-    INDEX_DIR,
-    REDUCTION_PREFIX,
-    index_key,
-    parse_index_key,
-    parse_reduction_name,
-    serialize_worker,
-)
+from sdk_ext.format.paths import INDEX_DIR, index_key, parse_index_key, serialize_worker
 from sdk_ext.modes import ModeKeys
 from sdk_ext.storage import ReadRequest, Storage
+from sdk_ext.trials.step_files import Location, ReductionKey, StepFile, StepFileParser
 
 logger = logging.getLogger(__name__)
 
 RangeSteps = tuple[int | None, int | None]
-Location = tuple[int, int]  # (start, length) of a whole record in the step's event file
-ReductionKey = tuple[str, bool]  # (op, abs)
-
-_MODES = {m.name: m for m in ModeKeys}
-_REDUCTION_BYTES = REDUCTION_PREFIX.encode()
-_INT, _STR = {int}, {str}
-_EVENTS = EVENTS_DIR + "/"
 #: read index files in batches of this many keys (one read_many each)
 _READ_BATCH = 1000
-
-
-@dataclass(slots=True, eq=False)
-class StepFile:
-    """One index file: what ``worker`` saved at global ``step``.
-
-    ``raw`` maps tensor names to their record, ``reductions`` maps base tensor names to their
-    stored reductions, ``shapes`` holds shape entries. A name may be in several of them: unlike
-    smdebug, a shape entry never hides the raw value saved with it. ``names`` is every base name
-    with any entry (shared between step files that hold the same names).
-    """
-
-    key: str
-    step: int
-    worker: str
-    mode: ModeKeys
-    mode_step: int
-    event_key: str | None
-    event_size: int  # bytes the event file holds according to this index (end of its last record)
-    raw: dict[str, Location]
-    reductions: dict[str, dict[ReductionKey, Location]]
-    shapes: dict[str, tuple[int, ...]]
-    names: frozenset[str]
-
-
-class _Malformed(Exception):
-    """The fast parse met something unexpected; the validating parser explains it."""
-
-
-class StepFileParser:
-    """Turns index documents into StepFiles, sharing parsed reduction names and name sets."""
-
-    def __init__(self) -> None:
-        self._reduction_names: dict[str, tuple[str, str, bool] | None] = {}
-        self._name_sets: dict[frozenset[str], frozenset[str]] = {}
-
-    def parse(self, data: bytes, *, key: str, step: int, worker: str) -> StepFile:
-        """Parse one index file.
-
-        Raises:
-            IndexReaderException: the document is corrupt or invalid (names ``key``).
-        """
-        try:
-            return self._fast(data, key, step, worker)
-        except (_Malformed, ValueError, KeyError, TypeError, AttributeError):
-            # The validating parser raises a precise error, or accepts what the fast one refused.
-            return self._from_index(parse_index(data, key=key), key, step, worker)
-
-    def _reduction(self, name: str) -> tuple[str, str, bool] | None:
-        try:
-            return self._reduction_names[name]
-        except KeyError:
-            parsed = self._reduction_names[name] = parse_reduction_name(name)
-            return parsed
-
-    def _fast(self, data: bytes, key: str, step: int, worker: str) -> StepFile:
-        doc = json.loads(data)
-        meta = doc["meta"]
-        mode = _MODES.get(meta["mode"]) or _MODES[meta["mode"].strip()]
-        mode_step = meta["mode_step"]
-        if type(mode_step) is not int or mode_step < 0:
-            raise _Malformed
-        event_key = meta.get("event_file_name")
-        payload = doc.get("tensor_payload") or ()
-        # a repeated name: the last entry wins, as in smdebug
-        raw: dict[str, Location] = {e["tensorname"]: (e["start_idx"], e["length"]) for e in payload}
-        end = 0
-        if raw:
-            numbers = list(chain.from_iterable(raw.values()))
-            # types checked in C (map/set), not per entry in Python; bool is not int here
-            if type(event_key) is not str or set(map(type, numbers)) != _INT or set(map(type, raw)) != _STR:
-                raise _Malformed
-            if min(numbers) < 0:
-                raise _Malformed
-            end = max(map(add, numbers[::2], numbers[1::2]))
-        reductions: dict[str, dict[ReductionKey, Location]] = {}
-        if _REDUCTION_BYTES in data:
-            for name in [n for n in raw if REDUCTION_PREFIX in n]:
-                parsed = self._reduction(name)
-                if parsed is not None:
-                    reductions.setdefault(parsed[0], {})[(parsed[1], parsed[2])] = raw.pop(name)
-        shapes: dict[str, tuple[int, ...]] = {}
-        for entry in doc.get("shape_payload") or ():
-            shape = entry["shape"]
-            name = entry["tensorname"]
-            if type(name) is not str or type(shape) is not list or not all(type(d) is int and d >= 0 for d in shape):
-                raise _Malformed
-            shapes[name] = tuple(shape)
-        if "tensor_payload" not in doc and "shape_payload" not in doc:
-            raise _Malformed
-        return self._step_file(key, step, worker, mode, mode_step, event_key, end, raw, reductions, shapes)
-
-    def _from_index(self, index: IndexFile, key: str, step: int, worker: str) -> StepFile:
-        raw: dict[str, Location] = {}
-        reductions: dict[str, dict[ReductionKey, Location]] = {}
-        end = 0
-        for t in index.tensors:
-            end = max(end, t.start + t.length)
-            parsed = self._reduction(t.name) if REDUCTION_PREFIX in t.name else None
-            if parsed is not None:
-                reductions.setdefault(parsed[0], {})[(parsed[1], parsed[2])] = (t.start, t.length)
-            else:
-                raw[t.name] = (t.start, t.length)
-        shapes = {s.name: s.shape for s in index.shapes}
-        return self._step_file(
-            key, step, worker, index.mode, index.mode_step, index.event_file, end, raw, reductions, shapes
-        )
-
-    def _step_file(
-        self,
-        key: str,
-        step: int,
-        worker: str,
-        mode: ModeKeys,
-        mode_step: int,
-        event_key: str | None,
-        end: int,
-        raw: dict[str, Location],
-        reductions: dict[str, dict[ReductionKey, Location]],
-        shapes: dict[str, tuple[int, ...]],
-    ) -> StepFile:
-        if event_key is not None and not event_key.startswith(_EVENTS):
-            # smdebug writes it relative to the trial root; keep that part of a full path or URI
-            at = event_key.rfind("/" + _EVENTS)
-            event_key = event_key[at + 1 :] if at >= 0 else event_key
-        names = frozenset(raw)
-        if reductions or shapes:
-            names = names.union(reductions, shapes)
-        names = self._name_sets.setdefault(names, names)
-        return StepFile(key, step, worker, mode, mode_step, event_key, end, raw, reductions, shapes, names)
 
 
 def check_range_steps(range_steps: Sequence[int | None] | None) -> RangeSteps | None:

@@ -1,0 +1,218 @@
+"""Index files as :class:`StepFile` values: one parse per index document, shared where documents repeat.
+
+An index file lists one worker's records at one step (see :mod:`sdk_ext.format.index`)::
+
+    {"meta": {"mode": "TRAIN", "mode_step": 5, "event_file_name": "events/000000000005/000000000005_worker_0.tfevents"},
+     "tensor_payload": [{"tensorname": "layer_00/weight", "start_idx": 0, "length": 514}, ...], "shape_payload": []}
+
+Step after step a writer saves the same tensors with the same shapes, so everything after the
+``meta`` object repeats byte for byte (the record lengths change only when the step's varint or
+the mode step's digits get longer). :class:`StepFileParser` parses such a tail once and hands the
+next step files with the same tail the same (never mutated) dicts: a step then costs one regex
+match of its ``meta`` and one dict lookup instead of a JSON parse and a dict per tensor.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from itertools import chain
+from operator import add
+
+from sdk_ext.format.index import IndexFile, parse_index
+from sdk_ext.format.paths import EVENTS_DIR, REDUCTION_PREFIX, parse_reduction_name
+from sdk_ext.modes import ModeKeys
+
+Location = tuple[int, int]  # (start, length) of a whole record in the step's event file
+ReductionKey = tuple[str, bool]  # (op, abs)
+
+_MODES = {m.name: m for m in ModeKeys}
+_REDUCTION_BYTES = REDUCTION_PREFIX.encode()
+_INT, _STR = {int}, {str}
+_EVENTS = EVENTS_DIR + "/"
+#: ``meta`` exactly as json.dumps writes it (smdebug and sdk_ext), first in the document; a string
+#: without escapes or control characters, a non-negative integer without leading zeros
+_META = re.compile(
+    rb'\{"meta": \{"mode": "([A-Z]+)", "mode_step": (0|[1-9][0-9]{0,17}), '
+    rb'"event_file_name": "([^"\\\x00-\x1f]*)"\}, '
+)
+#: bytes of document tails kept for reuse; past this the memo starts over
+_TAILS_BYTES = 32 << 20
+
+#: what a tail parses to: raw records, reductions, shapes, end of the last record, names
+_Parsed = tuple[dict[str, Location], dict[str, dict[ReductionKey, Location]], dict[str, tuple[int, ...]], int,
+                frozenset[str]]
+
+
+@dataclass(slots=True, eq=False)
+class StepFile:
+    """One index file: what ``worker`` saved at global ``step``.
+
+    ``raw`` maps tensor names to their record, ``reductions`` maps base tensor names to their
+    stored reductions, ``shapes`` holds shape entries. A name may be in several of them: unlike
+    smdebug, a shape entry never hides the raw value saved with it. ``names`` is every base name
+    with any entry (shared between step files that hold the same names).
+    """
+
+    key: str
+    step: int
+    worker: str
+    mode: ModeKeys
+    mode_step: int
+    event_key: str | None
+    event_size: int  # bytes the event file holds according to this index (end of its last record)
+    raw: dict[str, Location]
+    reductions: dict[str, dict[ReductionKey, Location]]
+    shapes: dict[str, tuple[int, ...]]
+    names: frozenset[str]
+
+
+class _Malformed(Exception):
+    """The fast parse met something unexpected; the validating parser explains it."""
+
+
+class StepFileParser:
+    """Turns index documents into StepFiles, sharing parsed reduction names, name sets and tails.
+
+    The dicts of a StepFile may be shared with other step files: nobody may mutate them.
+    """
+
+    def __init__(self) -> None:
+        self._reduction_names: dict[str, tuple[str, str, bool] | None] = {}
+        self._name_sets: dict[frozenset[str], frozenset[str]] = {}
+        self._tails: dict[bytes, _Parsed] = {}  # document after its meta -> what it parses to
+        self._tails_bytes = 0
+
+    def parse(self, data: bytes, *, key: str, step: int, worker: str) -> StepFile:
+        """Parse one index file.
+
+        Raises:
+            IndexReaderException: the document is corrupt or invalid (names ``key``).
+        """
+        meta = _META.match(data)
+        if meta is not None:
+            tail = data[meta.end() :]
+            hit = self._tails.get(tail)
+            mode = _MODES.get(meta[1].decode())
+            if hit is not None and mode is not None:
+                raw, reductions, shapes, end, names = hit
+                event_key = _relative(meta[3].decode())
+                return StepFile(key, step, worker, mode, int(meta[2]), event_key, end, raw, reductions, shapes, names)
+        try:
+            sf = self._fast(data, key, step, worker)
+        except (_Malformed, ValueError, KeyError, TypeError, AttributeError):
+            # The validating parser raises a precise error, or accepts what the fast one refused.
+            sf = self._from_index(parse_index(data, key=key), key, step, worker)
+        if meta is not None:
+            self._memo(meta, tail, sf)
+        return sf
+
+    def _memo(self, meta: re.Match[bytes], tail: bytes, sf: StepFile) -> None:
+        """Remember what ``tail`` parses to, if the document's meta is the one the regex read."""
+        if (
+            sf.mode is not _MODES.get(meta[1].decode())
+            or sf.mode_step != int(meta[2])
+            or sf.event_key != _relative(meta[3].decode())
+            or b'"meta"' in tail  # a second meta would win over the first
+        ):
+            return
+        if self._tails_bytes + len(tail) > _TAILS_BYTES:
+            self._tails.clear()
+            self._tails_bytes = 0
+        self._tails[tail] = (sf.raw, sf.reductions, sf.shapes, sf.event_size, sf.names)
+        self._tails_bytes += len(tail)
+
+    def _reduction(self, name: str) -> tuple[str, str, bool] | None:
+        try:
+            return self._reduction_names[name]
+        except KeyError:
+            parsed = self._reduction_names[name] = parse_reduction_name(name)
+            return parsed
+
+    def _fast(self, data: bytes, key: str, step: int, worker: str) -> StepFile:
+        doc = json.loads(data)
+        meta = doc["meta"]
+        mode = _MODES.get(meta["mode"]) or _MODES[meta["mode"].strip()]
+        mode_step = meta["mode_step"]
+        if type(mode_step) is not int or mode_step < 0:
+            raise _Malformed
+        event_key = meta.get("event_file_name")
+        payload = doc.get("tensor_payload") or ()
+        # a repeated name: the last entry wins, as in smdebug
+        raw: dict[str, Location] = {e["tensorname"]: (e["start_idx"], e["length"]) for e in payload}
+        end = 0
+        if raw:
+            numbers = list(chain.from_iterable(raw.values()))
+            # types checked in C (map/set), not per entry in Python; bool is not int here
+            if type(event_key) is not str or set(map(type, numbers)) != _INT or set(map(type, raw)) != _STR:
+                raise _Malformed
+            if min(numbers) < 0:
+                raise _Malformed
+            end = max(map(add, numbers[::2], numbers[1::2]))
+        reductions: dict[str, dict[ReductionKey, Location]] = {}
+        if _REDUCTION_BYTES in data:
+            for name in [n for n in raw if REDUCTION_PREFIX in n]:
+                parsed = self._reduction(name)
+                if parsed is not None:
+                    reductions.setdefault(parsed[0], {})[(parsed[1], parsed[2])] = raw.pop(name)
+        shapes: dict[str, tuple[int, ...]] = {}
+        for entry in doc.get("shape_payload") or ():
+            shape = entry["shape"]
+            name = entry["tensorname"]
+            if type(name) is not str or type(shape) is not list or not all(type(d) is int and d >= 0 for d in shape):
+                raise _Malformed
+            shapes[name] = tuple(shape)
+        if "tensor_payload" not in doc and "shape_payload" not in doc:
+            raise _Malformed
+        return self._step_file(key, step, worker, mode, mode_step, event_key, end, raw, reductions, shapes)
+
+    def _from_index(self, index: IndexFile, key: str, step: int, worker: str) -> StepFile:
+        raw: dict[str, Location] = {}
+        reductions: dict[str, dict[ReductionKey, Location]] = {}
+        end = 0
+        for t in index.tensors:
+            end = max(end, t.start + t.length)
+            parsed = self._reduction(t.name) if REDUCTION_PREFIX in t.name else None
+            if parsed is not None:
+                reductions.setdefault(parsed[0], {})[(parsed[1], parsed[2])] = (t.start, t.length)
+            else:
+                raw[t.name] = (t.start, t.length)
+        shapes = {s.name: s.shape for s in index.shapes}
+        return self._step_file(
+            key, step, worker, index.mode, index.mode_step, index.event_file, end, raw, reductions, shapes
+        )
+
+    def _step_file(
+        self,
+        key: str,
+        step: int,
+        worker: str,
+        mode: ModeKeys,
+        mode_step: int,
+        event_key: str | None,
+        end: int,
+        raw: dict[str, Location],
+        reductions: dict[str, dict[ReductionKey, Location]],
+        shapes: dict[str, tuple[int, ...]],
+    ) -> StepFile:
+        if event_key is not None:
+            event_key = _relative(event_key)
+        names = frozenset(raw)
+        if reductions or shapes:
+            names = names.union(reductions, shapes)
+        names = self._name_sets.setdefault(names, names)
+        return StepFile(key, step, worker, mode, mode_step, event_key, end, raw, reductions, shapes, names)
+
+
+
+
+def _relative(event_key: str) -> str:
+    """The event file key relative to the trial root (smdebug writes it so; keep that part of a full path or URI)."""
+    if event_key.startswith(_EVENTS):
+        return event_key
+    at = event_key.rfind("/" + _EVENTS)
+    return event_key[at + 1 :] if at >= 0 else event_key
+
+
+__all__ = ["Location", "ReductionKey", "StepFile", "StepFileParser"]

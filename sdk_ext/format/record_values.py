@@ -310,6 +310,10 @@ class RecordDecoder:
         self._layouts: dict[str, Layout] = {}
         self._headers: dict[bytes, int] = {}  # 12 header bytes known good -> payload length
 
+    def layout(self, key: str) -> Layout | None:
+        """The layout last seen for the tensor ``key``, if it is smdebug's (see :mod:`sdk_ext.format.record_batch`)."""
+        return self._layouts.get(key)
+
     def decode(
         self,
         buf: Buffer,
@@ -369,4 +373,4 @@ class RecordDecoder:
         return value
 
 
-__all__ = ["RecordDecoder", "decode_payload_value", "decode_record_value"]
+__all__ = ["Layout", "RecordDecoder", "decode_payload_value", "decode_record_value"]

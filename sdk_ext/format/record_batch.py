@@ -1,0 +1,159 @@
+"""Many tensor records of one wire layout checked and decoded at once, with numpy.
+
+The records a tensor gets at different steps differ only in a few places (see
+:mod:`sdk_ext.format.events` for the payload)::
+
+    record   <u64 n> <u32 masked crc of n>  payload  <u32 footer>
+    payload  09 <8 bytes wall_time> [10 <varint step>] 2a <varint> 0a <varint>  LAYOUT  content  metadata
+
+``LAYOUT`` (from the value's tag to the start of ``tensor_content``) is the same for every record
+with the same tag, dtype and shape: :class:`~sdk_ext.format.record_values.RecordDecoder` remembers
+it per tensor. The 12 header bytes depend only on the record's length, and the footer of
+``events/`` records is a constant. So for a batch of records laid back to back in one buffer,
+this module finds which of them have a given layout with a handful of array operations per batch
+(not per record), then copies their contents into one fresh ``(records, *shape)`` array.
+
+The checks are exactly those of ``RecordDecoder.decode``'s fast path: the header is the one a
+writer produces for the record's length (which the index states), the footer is smdebug's
+constant, the payload starts with smdebug's field order and holds the layout's bytes where that
+walk puts them, and the content ends inside the payload. A record that passes is decoded to the
+same bytes as one at a time; anything else (a real CRC footer, another layout, a damaged record) is
+reported as not matched, and the caller decodes it one at a time, which raises the precise
+CorruptRecordError for a damaged one.
+"""
+
+from __future__ import annotations
+
+import functools
+import struct
+from typing import Any
+
+import numpy as np
+
+from sdk_ext.format.record_values import Layout
+from sdk_ext.format.records import HEADER_SIZE, MAGIC_FOOTER, OVERHEAD, masked_crc32c
+
+_U8, _U4 = np.dtype("<u8"), np.dtype("<u4")
+_MAX_VARINT = 10  # bytes of a 64-bit varint
+#: the walk reads at most this far past a record's start before the layout's bytes (header,
+#: wall_time, step and two lengths at their longest, the three keys)
+_WALK = HEADER_SIZE + 9 + 3 * (_MAX_VARINT + 1) + 3
+_ONES = np.uint64(0x0101010101010101)  # eight True bytes
+
+Int64s = np.ndarray[Any, np.dtype[np.int64]]
+Bytes = np.ndarray[Any, np.dtype[np.uint8]]
+Bools = np.ndarray[Any, np.dtype[np.bool_]]
+
+
+def _at(buf: Bytes, dtype: np.dtype[Any]) -> np.ndarray[Any, Any]:
+    """Element ``k`` is the ``dtype`` value (or ``dtype`` bytes) stored at ``buf[k:]``: a view, unaligned."""
+    view: np.ndarray[Any, Any] = np.ndarray((buf.size - dtype.itemsize + 1,), dtype, buf, 0, (1,))
+    return view
+
+
+@functools.lru_cache(maxsize=4096)
+def _length_crc(payload_length: int) -> int:
+    return masked_crc32c(struct.pack("<Q", payload_length))
+
+
+def _length_crcs(lengths: Int64s) -> np.ndarray[Any, np.dtype[np.uint32]]:
+    """The header CRC a record of each length carries (few distinct lengths: one CRC each)."""
+    low = int(lengths.min())
+    span = int(lengths.max()) - low + 1
+    if span <= 4 * lengths.size + 64:
+        present = np.zeros(span, bool)
+        present[lengths - low] = True
+        table = np.zeros(span, np.uint32)
+        for k in np.flatnonzero(present).tolist():
+            table[k] = _length_crc(k + low - OVERHEAD)
+        return table[lengths - low]
+    distinct, which = np.unique(lengths, return_inverse=True)
+    return np.array([_length_crc(int(n) - OVERHEAD) for n in distinct], np.uint32)[which]
+
+
+def _prefix_matches(buf: Bytes, at: Int64s, prefix: bytes) -> Bools:
+    """Whether ``buf[at[k] : at[k]+len(prefix)] == prefix``, compared eight bytes at a time.
+
+    Rows are read 64 bytes at a time (the bytes past the prefix are masked out), so the eight
+    per-word results of a row fit one uint64 that is all ones exactly when every word matched.
+    """
+    span = -(-len(prefix) // 64) * 64
+    rows = _at(buf, np.dtype((np.void, span)))[at].view(_U8).reshape(at.size, span // 8)
+    padded = np.zeros(span, np.uint8)
+    padded[: len(prefix)] = np.frombuffer(prefix, np.uint8)
+    mask = np.zeros(span, np.uint8)
+    mask[: len(prefix)] = 0xFF
+    words_equal = (rows & mask.view(_U8)) == padded.view(_U8)
+    return (words_equal.view(_U8) == _ONES).all(axis=1)  # type: ignore[no-any-return]
+
+
+def match_layout(buf: Bytes, starts: Int64s, lengths: Int64s, layout: Layout) -> tuple[Int64s, Int64s]:
+    """Which of the records ``buf[starts[k] : starts[k]+lengths[k]]`` have ``layout``, and where their content is.
+
+    Args:
+        buf: the records (and possibly other bytes), as a 1-D uint8 array.
+        starts, lengths: each record's place in ``buf``.
+        layout: a layout learned by ``RecordDecoder`` (bytes from the tag to the content, dtype,
+            shape, content size).
+
+    Returns:
+        ``(matched, content_starts)``: the positions (into ``starts``) of the records that pass
+        every check and have the layout, in order, and where each one's content starts in ``buf``.
+        A record too close to the end of ``buf`` for the reads below is reported as not matched.
+    """
+    prefix, _, _, nbytes = layout
+    if not starts.size:
+        return starts, starts
+    span = -(-len(prefix) // 64) * 64
+    inside = (starts >= 0) & (lengths >= OVERHEAD) & (starts + np.maximum(lengths, _WALK + span) <= buf.size)
+    if not inside.all():
+        chosen = np.flatnonzero(inside)
+        if not chosen.size:
+            return chosen, chosen
+        matched, content = match_layout(buf, starts[chosen], lengths[chosen], layout)
+        return chosen[matched], content
+    ok = _at(buf, _U8)[starts] == (lengths - OVERHEAD).astype(np.uint64)
+    ok &= _at(buf, _U4)[starts + 8] == _length_crcs(lengths)
+    p_end = starts + lengths - 4
+    ok &= _at(buf, _U4)[p_end] == MAGIC_FOOTER
+
+    def skip_varint(i: Int64s, where: Bools | None = None) -> Int64s:
+        """Advance ``i`` over continuation bytes (``while buf[i] & 0x80: i += 1``) where ``where``."""
+        nonlocal ok
+        for _ in range(_MAX_VARINT):
+            more = buf[i] >= 0x80
+            if where is not None:
+                more &= where
+            if not more.any():
+                return i
+            i = i + more
+        ok &= buf[i] < 0x80  # longer than any varint: not smdebug's
+        return i
+
+    i = starts + HEADER_SIZE
+    i += 9 * (buf[i] == 0x09)  # wall_time (omitted when 0)
+    has_step = buf[i] == 0x10  # step (omitted when 0)
+    i += has_step
+    i = skip_varint(i, has_step) + has_step
+    ok &= buf[i] == 0x2A  # summary
+    i = skip_varint(i + 1)
+    ok &= buf[i + 1] == 0x0A  # its first value
+    i = skip_varint(i + 2) + 1
+    content = i + len(prefix)
+    ok &= content + nbytes <= p_end
+    if prefix:
+        ok &= _prefix_matches(buf, i, prefix)
+    matched = np.flatnonzero(ok)
+    return matched, content[matched]
+
+
+def gather_contents(buf: Bytes, content_starts: Int64s, layout: Layout) -> np.ndarray[Any, Any]:
+    """A fresh writable ``(len(content_starts), *shape)`` array of the contents at ``content_starts``."""
+    _, dtype, shape, nbytes = layout
+    if not content_starts.size:
+        return np.empty((0, *shape), dtype)
+    block = _at(buf, np.dtype((np.void, nbytes)))[content_starts]  # fancy indexing copies: owns its memory
+    return block.view(dtype).reshape((len(content_starts), *shape))
+
+
+__all__ = ["gather_contents", "match_layout"]

@@ -85,6 +85,7 @@ class TrialIndex:
         self._token = ""  # list index keys after this one
         self._seen: set[str] = set()  # keys after the token already handled
         self._merged: set[tuple[ModeKeys, int]] = set()  # (mode, id(name set)) already in mode_names
+        self._unordered: set[Any] = set()  # keys of the step lists above that are not strictly increasing
 
     def _in_range(self, step: int) -> bool:
         if self.range_steps is None:
@@ -145,13 +146,18 @@ class TrialIndex:
         if group is None:
             self.steps_by_names[id(names)] = (names, [step])
         elif group[1][-1] != step:
+            if step < group[1][-1]:
+                self._unordered.add(id(names))
             group[1].append(step)
         if mode is not ModeKeys.GLOBAL:
             mode_group = self.mode_steps_by_names.get((mode, id(names)))
+            pair = (sf.mode_step, step)
             if mode_group is None:
-                self.mode_steps_by_names[(mode, id(names))] = (names, [(sf.mode_step, step)])
-            elif mode_group[1][-1] != (sf.mode_step, step):
-                mode_group[1].append((sf.mode_step, step))
+                self.mode_steps_by_names[(mode, id(names))] = (names, [pair])
+            elif mode_group[1][-1] != pair:
+                if pair < mode_group[1][-1]:
+                    self._unordered.add((mode, id(names)))
+                mode_group[1].append(pair)
         self.global_to_mode.setdefault(step, (mode, sf.mode_step))
         if mode is not ModeKeys.GLOBAL:
             self.mode_to_global.setdefault(mode, {}).setdefault(sf.mode_step, step)
@@ -217,19 +223,23 @@ class TrialIndex:
         table = self.mode_to_global.get(mode)
         return None if table is None else table.get(step)
 
-    def tensor_steps(self, name: str, mode: ModeKeys) -> list[tuple[int, int]]:
-        """``(step, global step)`` where ``name`` has any entry, sorted (steps are mode steps unless GLOBAL)."""
+    def tensor_steps(self, name: str, mode: ModeKeys) -> tuple[list[int], list[int]]:
+        """``(steps, global steps)`` where ``name`` has any entry, sorted (mode steps unless GLOBAL).
+
+        For GLOBAL both are the same list. The lists may be the index's own: do not modify them.
+        """
         if mode is ModeKeys.GLOBAL:
-            lists = [steps for names, steps in self.steps_by_names.values() if name in names]
-            merged = {(g, g) for steps in lists for g in steps} if len(lists) != 1 else {(g, g) for g in lists[0]}
+            found = [(k, steps) for k, (names, steps) in self.steps_by_names.items() if name in names]
+            if len(found) == 1 and found[0][0] not in self._unordered:  # the common case: sorted already
+                return found[0][1], found[0][1]
+            merged = sorted({g for _, steps in found for g in steps})
+            return merged, merged
+        groups = [(k, pairs) for k, (names, pairs) in self.mode_steps_by_names.items() if k[0] is mode and name in names]
+        if len(groups) == 1 and groups[0][0] not in self._unordered:
+            pairs = groups[0][1]
         else:
-            merged = {
-                pair
-                for (m, _), (names, pairs) in self.mode_steps_by_names.items()
-                if m is mode and name in names
-                for pair in pairs
-            }
-        return sorted(merged)
+            pairs = sorted({pair for _, found_pairs in groups for pair in found_pairs})
+        return [s for s, _ in pairs], [g for _, g in pairs]
 
     def describe(self) -> dict[str, Any]:
         """Counters for logs and benchmarks."""

@@ -45,7 +45,7 @@ class Tensor:
         self.name = name
         self._trial = trial
         self._steps_key: tuple[int, bool, int] | None = None
-        self._steps: dict[ModeKeys, list[tuple[int, int]]] = {}  # mode -> [(step, global step)]
+        self._steps: dict[ModeKeys, tuple[list[int], list[int]]] = {}  # mode -> (steps, global steps)
 
     @property
     def trial(self) -> Trial:
@@ -56,16 +56,16 @@ class Tensor:
 
     # --- steps -------------------------------------------------------------------------------------
 
-    def _all_steps(self, mode: ModeKeys) -> list[tuple[int, int]]:
-        """``(step, global step)`` pairs where this tensor has any entry, sorted by step."""
+    def _all_steps(self, mode: ModeKeys) -> tuple[list[int], list[int]]:
+        """``(steps, global steps)`` where this tensor has any entry, sorted by step (never modify them)."""
         index = self._trial._index
         key = (index.generation, self._trial._loaded_all, index.last_complete_step)
         if key != self._steps_key:
             self._steps_key, self._steps = key, {}
-        pairs = self._steps.get(mode)
-        if pairs is None:
-            pairs = self._steps[mode] = index.tensor_steps(self.name, mode)
-        return pairs
+        found = self._steps.get(mode)
+        if found is None:
+            found = self._steps[mode] = index.tensor_steps(self.name, mode)
+        return found
 
     def steps(self, mode: ModeKeys = _GLOBAL, show_incomplete_steps: bool = False) -> list[int]:
         """Steps at which this tensor was saved; only complete steps unless ``show_incomplete_steps``.
@@ -76,11 +76,11 @@ class Tensor:
         """
         trial = self._trial
         trial._maybe_refresh()
-        pairs = self._all_steps(_mode(mode))
+        steps, global_steps = self._all_steps(_mode(mode))
         if show_incomplete_steps or trial._loaded_all:
-            return [s for s, _ in pairs]
+            return list(steps)
         complete = trial._index.is_complete
-        return [s for s, g in pairs if complete(g)]
+        return [s for s, g in zip(steps, global_steps) if complete(g)]
 
     def prev_steps(self, step: int, n: int | None = None, mode: ModeKeys = _GLOBAL) -> list[int]:
         """The (complete) steps up to and including ``step``; only the last ``n`` if given."""
@@ -151,12 +151,15 @@ class Tensor:
         loc = sf.raw.get(name)
         if loc is None:
             raise TensorUnavailableForStep(name, step_num, mode, has_reductions=name in sf.reductions)
-        return self._trial._read(sf, loc, name, step_num, mode)
+        return self._trial._reads.read(sf, loc, name, step_num, mode)
 
     def values(self, mode: ModeKeys = _GLOBAL, worker: str | None = None) -> dict[int, np.ndarray[Any, Any]]:
         """``{step: value}`` over the complete steps, read in one batch."""
         mode = _mode(mode)
         steps = self.steps(mode=mode)
+        got = self._trial._reads.read_steps(self.name, steps, mode, worker)
+        if got is not None:
+            return dict(zip(steps, got))
         located = []
         for step in steps:
             sf = self._step_file(step, mode, worker)
@@ -164,7 +167,7 @@ class Tensor:
             if loc is None:
                 raise TensorUnavailableForStep(self.name, step, mode, has_reductions=self.name in sf.reductions)
             located.append((sf, loc))
-        return dict(zip(steps, self._trial._read_many(located, self.name, steps, mode)))
+        return dict(zip(steps, self._trial._reads.read_many(located, self.name, steps, mode)))
 
     def shape(self, step_num: int, mode: ModeKeys = _GLOBAL, worker: str | None = None) -> tuple[int, ...]:
         """The shape saved at ``step_num``: the shape entry if there is one, else the value's."""
@@ -176,7 +179,7 @@ class Tensor:
         loc = sf.raw.get(self.name)
         if loc is None:
             raise ShapeUnavailableForStep(self.name, step_num, mode)
-        return tuple(self._trial._read(sf, loc, self.name, step_num, mode).shape)
+        return tuple(self._trial._reads.read(sf, loc, self.name, step_num, mode).shape)
 
     def workers(self, step_num: int, mode: ModeKeys = _GLOBAL) -> list[str]:
         """The workers that saved this tensor at ``step_num``, sorted."""
@@ -210,11 +213,11 @@ class Tensor:
         stored = sf.reductions.get(self.name)
         loc = None if stored is None else stored.get((op, bool(abs)))
         if loc is not None:
-            return self._trial._read(sf, loc, self.name, step_num, mode)
+            return self._trial._reads.read(sf, loc, self.name, step_num, mode)
         raw = sf.raw.get(self.name)
         if raw is None:
             raise TensorUnavailableForStep(self.name, step_num, mode, has_reductions=bool(stored))
-        return compute_reduction(op, self._trial._read(sf, raw, self.name, step_num, mode), abs=bool(abs))
+        return compute_reduction(op, self._trial._reads.read(sf, raw, self.name, step_num, mode), abs=bool(abs))
 
     def reduction_values(
         self, step_num: int, mode: ModeKeys = _GLOBAL, worker: str | None = None
@@ -224,7 +227,7 @@ class Tensor:
         sf = self._step_file(step_num, mode, worker)
         stored = sf.reductions.get(self.name) or {}
         keys = list(stored)
-        arrays = self._trial._read_many([(sf, stored[k]) for k in keys], self.name, [step_num] * len(keys), mode)
+        arrays = self._trial._reads.read_many([(sf, stored[k]) for k in keys], self.name, [step_num] * len(keys), mode)
         return dict(zip(keys, arrays))
 
 

@@ -19,36 +19,29 @@ Value-level differences (every dtype, values saved with their shape, ``__`` in p
 
 from __future__ import annotations
 
-import bisect
 import logging
 import os
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-import numpy as np
-
-from sdk_ext.exceptions import (
-    ConfigError,
-    NoMoreData,
-    StepNotYetAvailable,
-    StepUnavailable,
-    TensorUnavailable,
-    TensorUnavailableForStep,
-)
+from sdk_ext.exceptions import ConfigError, TensorUnavailable
 from sdk_ext.format.paths import END_OF_JOB
 from sdk_ext.modes import ModeKeys, StepState
 from sdk_ext.storage import Storage
 from sdk_ext.trials.collections import Collection
-from sdk_ext.trials.index_cache import Location, StepFile, TrialIndex, check_range_steps
+from sdk_ext.trials.index_cache import TrialIndex, check_range_steps
 from sdk_ext.trials.loading import collection_workers, wait_for_collections
-from sdk_ext.trials.options import TrialOptions, poll
+from sdk_ext.trials.options import TrialOptions
+from sdk_ext.trials.reads import Reads
 from sdk_ext.trials.tensor import Tensor, _mode
-from sdk_ext.trials.values import EventFileUnavailable, ValueReader
+from sdk_ext.trials.waiting import step_state, wait_for_steps
 
 logger = logging.getLogger(__name__)
 
 _GLOBAL = ModeKeys.GLOBAL
+
+
 class Trial:
     """The saved tensors of one training job. Build it with :func:`create_trial`.
 
@@ -75,8 +68,7 @@ class Trial:
         self._index = TrialIndex(
             storage, range_steps=self.range_steps, incomplete_step_window=self.options.incomplete_step_window
         )
-        self._values = ValueReader(storage, self.options, training_ended=self._marker_present)
-        self._value_cache: dict[tuple[str, int], np.ndarray[Any, Any]] | None = {} if cache else None
+        self._reads = Reads(storage, self.options, self._index, training_ended=self._marker_present, cache=cache)
         self._collections: dict[str, Collection] | None = None
         self._workers: set[str] = set()
         self._ended = False
@@ -166,44 +158,6 @@ class Trial:
     def _maybe_load(self) -> None:
         if self._collections is None:
             self.load()
-
-    # --- reading values (used by Tensor) --------------------------------------------------------------
-
-    def _read(self, sf: StepFile, loc: Location, name: str, step: int, mode: ModeKeys) -> np.ndarray[Any, Any]:
-        cache = self._value_cache
-        if cache is None:  # the common case: the event file is in the file cache
-            files = self._values.files
-            data = files.get(sf.event_key)  # type: ignore[arg-type]
-            if data is not None:
-                files.move_to_end(sf.event_key)  # type: ignore[arg-type]
-                return self._values.decode(data, loc[0], loc[1], name=sf.event_key, key=name)  # type: ignore[arg-type]
-        else:
-            hit = cache.get((sf.key, loc[0]))
-            if hit is not None:
-                return hit
-        if sf.event_key is None:
-            raise TensorUnavailableForStep(name, step, mode)
-        self._values.read_ahead(self._index, sf)
-        try:
-            value = self._values.read(sf.event_key, loc[0], loc[1], sf.event_size, name)
-        except EventFileUnavailable as err:
-            raise TensorUnavailableForStep(name, step, mode) from err
-        if cache is not None:
-            cache[(sf.key, loc[0])] = value
-        return value
-
-    def _read_many(
-        self, located: Sequence[tuple[StepFile, Location]], name: str, steps: Sequence[int], mode: ModeKeys
-    ) -> list[np.ndarray[Any, Any]]:
-        if self._value_cache is not None or any(sf.event_key is None for sf, _ in located):
-            return [self._read(sf, loc, name, step, mode) for (sf, loc), step in zip(located, steps)]
-        try:
-            return self._values.read_many(
-                [(sf.event_key, s, n, sf.event_size, name) for sf, (s, n) in located]  # type: ignore[misc]
-            )
-        except EventFileUnavailable as err:  # already waited for: say which step, do not wait again
-            step = next((st for (sf, _), st in zip(located, steps) if sf.event_key == err.key), steps[0])
-            raise TensorUnavailableForStep(name, step, mode) from err
 
     # --- tensors ---------------------------------------------------------------------------------------
 
@@ -330,20 +284,7 @@ class Trial:
 
     def has_passed_step(self, step: int, mode: ModeKeys = _GLOBAL) -> StepState:
         """AVAILABLE (complete), NOT_YET_AVAILABLE (may still come) or UNAVAILABLE (never will)."""
-        mode = _mode(mode)
-        all_steps = self.steps(mode=mode, show_incomplete_steps=True)
-        index = self._index
-        at = bisect.bisect_left(all_steps, step)
-        if at < len(all_steps):
-            found = all_steps[at]
-            global_step = index.global_of(found, mode)
-            assert global_step is not None
-            if found > step:  # step was skipped, or may still come from a lagging worker
-                return StepState.UNAVAILABLE if index.last_complete_step >= global_step else StepState.NOT_YET_AVAILABLE
-            if self._loaded_all or index.is_complete(global_step):
-                return StepState.AVAILABLE
-            return StepState.NOT_YET_AVAILABLE
-        return StepState.UNAVAILABLE if self._loaded_all else StepState.NOT_YET_AVAILABLE
+        return step_state(self, step, _mode(mode))
 
     def wait_for_steps(
         self, required_steps: Iterable[int], mode: ModeKeys = _GLOBAL, *, timeout: float | None = None
@@ -357,33 +298,7 @@ class Trial:
             NoMoreData: training ended before the step.
             StepNotYetAvailable: ``timeout`` seconds passed first (smdebug has no timeout).
         """
-        mode = _mode(mode)
-        opts = self.options
-        deadline = None if timeout is None else opts.clock.now() + timeout
-        previous, self.dynamic_refresh = self.dynamic_refresh, True
-        try:
-            for step in required_steps:
-
-                def attempt(step: int = step) -> bool | None:
-                    state = self.has_passed_step(step, mode)
-                    if state is StepState.AVAILABLE:
-                        return True
-                    if state is StepState.UNAVAILABLE:
-                        if not self._loaded_all:
-                            raise StepUnavailable(step, mode)
-                        known = self.steps(mode=mode, show_incomplete_steps=True)
-                        last = known[-1] if known else -1
-                        if step < last:
-                            raise StepUnavailable(step, mode)
-                        raise NoMoreData(step, mode, last)
-                    return None
-
-                left = None if deadline is None else max(0.0, deadline - opts.clock.now())
-                if poll(attempt, timeout=left, interval=opts.poll_interval, clock=opts.clock,
-                        what=f"step {step} of mode {mode.name}") is None:
-                    raise StepNotYetAvailable(step, mode)
-        finally:
-            self.dynamic_refresh = previous
+        wait_for_steps(self, required_steps, _mode(mode), timeout=timeout)
 
 
 def _collection_name(collection: object) -> str:

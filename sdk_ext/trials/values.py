@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import bisect
 import logging
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -25,6 +24,7 @@ from sdk_ext.exceptions import SdkExtError, StorageNotFound
 from sdk_ext.format.paths import EVENTS_DIR, parse_event_key
 from sdk_ext.format.record_values import RecordDecoder
 from sdk_ext.storage import ReadRequest, Storage
+from sdk_ext.trials.file_cache import Entry, FileCache
 from sdk_ext.trials.index_cache import StepFile, TrialIndex
 from sdk_ext.trials.options import TrialOptions, poll
 
@@ -35,6 +35,10 @@ T = TypeVar("T", bytes, memoryview)
 #: Records at least this large are read into memory the returned array keeps (``read_into``), when the
 #: storage can: a second copy of a large value costs more than the read (page faults on fresh memory).
 LARGE_RECORD = 64 << 10
+
+#: zero bytes after the files of a chunk read for the batch decoder, so that its reads past the last
+#: record (a record's first bytes are walked with a fixed reach) stay inside the chunk
+CHUNK_PAD = 512
 
 #: event files fetched in one batch once values are read step after step (see ValueReader.read_ahead)
 READ_AHEAD = 64
@@ -58,30 +62,31 @@ class ValueReader:
         self._storage = storage
         self._options = options
         self._training_ended = training_ended
-        self.files: OrderedDict[str, bytes] = OrderedDict()  # whole event files, least recently used first
-        self._cached_bytes = 0
+        self.cache = FileCache(options.file_cache_bytes)  # whole small event files
         self._decoder = RecordDecoder()
         self.decode = self._decoder.decode
         self._read_into = getattr(storage, "read_into", None)
         self._last_miss: int | None = None  # step of the last value read the cache did not hold
         self.requests = 0  # storage requests made, for benchmarks and tests
+        self.batched = 0  # values decoded many at a time (sdk_ext.trials.bulk), for benchmarks and tests
 
-    def _remember(self, key: str, data: bytes) -> None:
-        budget = self._options.file_cache_bytes
-        if len(data) > budget:
-            return
-        self.files[key] = data
-        self._cached_bytes += len(data)
-        while self._cached_bytes > budget:
-            _, old = self.files.popitem(last=False)
-            self._cached_bytes -= len(old)
+    @property
+    def decoder(self) -> RecordDecoder:
+        return self._decoder
+
+    def decode_cached(self, entry: Entry, key: str, start: int, length: int, tensor: str) -> np.ndarray[Any, Any]:
+        """The value of a record of the cached file ``entry`` (of ``key``)."""
+        chunk, offset, have, _ = entry
+        if start + length <= have:
+            return self._decoder.decode(chunk, offset + start, length, name=key, base=-offset, key=tensor)
+        # past the end of the file (the index disagrees with itself): decode the file alone, which says so
+        return self._decoder.decode(chunk[offset : offset + have], start, length, name=key, key=tensor)
 
     def read(self, key: str, start: int, length: int, size: int, tensor: str) -> np.ndarray[Any, Any]:
         """The value of the record ``[start, start+length)`` of event file ``key`` (``size`` from its index)."""
-        data = self.files.get(key)
-        if data is not None:
-            self.files.move_to_end(key)
-            return self._decoder.decode(data, start, length, name=key, key=tensor)
+        entry = self.cache.get(key)
+        if entry is not None:
+            return self.decode_cached(entry, key, start, length, tensor)
         if size <= self._options.whole_file_bytes:
             data = self._whole(key, start + length, size)
             return self._decoder.decode(data, start, length, name=key, key=tensor)
@@ -98,7 +103,7 @@ class ValueReader:
         A loop over ``tensor.steps()`` then costs one storage round trip per ``READ_AHEAD`` steps
         instead of one per step (S3); a lone ``value()`` fetches only its own file.
         """
-        if sf.event_size > self._options.whole_file_bytes or sf.event_key in self.files:
+        if sf.event_size > self._options.whole_file_bytes or sf.event_key in self.cache:
             return
         steps = index.steps
         at = bisect.bisect_left(steps, sf.step)
@@ -114,23 +119,72 @@ class ValueReader:
 
         Best effort: a file missing or still short is left to the read that needs it (which waits).
         """
-        wanted = [(k, n) for k, n in files if n <= self._options.whole_file_bytes and k not in self.files]
+        self.fetch_whole(files)
+
+    def fetch_whole(self, files: Sequence[tuple[str, int]], *, into: bool = False) -> None:
+        """Fetch the small files of ``files`` (``(key, size)``) not cached yet into the cache, in one batch.
+
+        ``into=True`` (many files, for the batch decoder): the files go into one array per chunk,
+        read straight into it when the storage can ``read_into`` (no ``bytes`` in between: a copy
+        and fresh memory saved per file). Best effort: a file missing or still short is left to
+        the read that needs it (which waits).
+        """
+        whole_max = self._options.whole_file_bytes
+        wanted = list({k: n for k, n in files if n <= whole_max and k not in self.cache}.items())
         if not wanted:
             return
         self.requests += len(wanted)
+        if into:
+            limit = max(self.cache.budget // 4, 1)  # the cache's own limit on a chunk
+            group: list[tuple[str, int]] = []
+            total = 0
+            for key, size in wanted:
+                if group and total + size > limit:
+                    self._read_chunk(group)
+                    group, total = [], 0
+                group.append((key, size))
+                total += size
+            self._read_chunk(group)
+            return
         try:
             results: list[bytes] = self._storage.read_many([ReadRequest(k) for k, _ in wanted])
         except StorageNotFound:
             return
-        for (key, size), data in zip(wanted, results):
-            if len(data) >= size:
-                self._remember(key, data)
+        self.cache.add([(key, data) for (key, size), data in zip(wanted, results) if len(data) >= size])
+
+    def _read_chunk(self, files: Sequence[tuple[str, int]]) -> None:
+        """Read the first ``size`` bytes of each file (``(key, size)``) into one new chunk of the cache."""
+        total = sum(size for _, size in files)
+        array = np.empty(total + CHUNK_PAD, np.uint8)  # large: numpy asks for huge pages
+        array[total:] = 0
+        view = array.data
+        placed = []
+        offset = 0
+        read_into = self._read_into
+        if read_into is None:
+            try:
+                results: list[bytes] = self._storage.read_many([ReadRequest(k) for k, _ in files])
+            except StorageNotFound:
+                return
+        for at, (key, size) in enumerate(files):
+            if read_into is not None:
+                try:
+                    got = read_into(key, view[offset : offset + size])
+                except StorageNotFound:
+                    got = 0
+            else:
+                got = min(len(results[at]), size)
+                view[offset : offset + got] = memoryview(results[at])[:got]
+            if got == size:
+                placed.append((key, offset, size))
+            offset += size
+        self.cache.add_chunk(view.toreadonly(), placed)
 
     def read_many(self, requests: Sequence[Request]) -> list[np.ndarray[Any, Any]]:
         """Values of several records; storage requests for files not cached go out in one batch."""
         files: dict[str, int] = {}  # whole files to fetch -> their size
         ranges: dict[tuple[str, int], int] = {}
-        cached = self.files
+        cached = self.cache
         whole_max = self._options.whole_file_bytes
         into = self._read_into is not None
         for key, start, length, size, _ in requests:
@@ -154,15 +208,19 @@ class ValueReader:
                     if req.length is None:
                         if len(data) >= files[req.key]:
                             fetched[req.key] = data
-                            self._remember(req.key, data)
                     elif len(data) == req.length:
                         records[(req.key, req.start)] = data
+                self.cache.add(list(fetched.items()))
         decode = self._decoder.decode
         out = []
         for key, start, length, size, tensor in requests:
-            whole = fetched.get(key) or cached.get(key)
+            whole = fetched.get(key)
             if whole is not None:
                 out.append(decode(whole, start, length, name=key, key=tensor))
+                continue
+            entry = cached.get(key)
+            if entry is not None:
+                out.append(self.decode_cached(entry, key, start, length, tensor))
                 continue
             record = records.get((key, start))
             if record is not None:
@@ -184,7 +242,7 @@ class ValueReader:
 
         data = self._wait(key, attempt)
         if len(data) >= size:
-            self._remember(key, data)
+            self.cache.add([(key, data)])
         return data
 
     def _range(self, key: str, start: int, length: int) -> bytes:
@@ -251,8 +309,7 @@ class ValueReader:
         return False
 
     def clear(self) -> None:
-        self.files.clear()
-        self._cached_bytes = 0
+        self.cache.clear()
 
 
 __all__ = ["EventFileUnavailable", "Request", "ValueReader"]

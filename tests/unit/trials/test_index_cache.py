@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sdk_ext.exceptions import IndexReaderException
 from sdk_ext.modes import ModeKeys
@@ -68,8 +70,64 @@ def test_mode_names_with_blanks_are_accepted_as_smdebug_does():
 
 
 def test_an_event_file_name_given_as_a_full_path_is_taken_relative_to_the_trial():
-    for given in ("/opt/ml/output/tensors/" + EVENT, "s3://bucket/job/debug-output/" + EVENT, EVENT):
+    for path in ("/opt/ml/output/tensors/" + EVENT, "s3://bucket/job/debug-output/" + EVENT, EVENT):
         sf = StepFileParser().parse(doc([entry("x", 0, 10)], meta={"mode": "GLOBAL", "mode_step": 3,
-                                                                     "event_file_name": given}),
+                                                                     "event_file_name": path}),
                                     key="k", step=3, worker="worker_0")
         assert sf.event_key == EVENT
+
+
+def fields(sf):
+    return (sf.step, sf.worker, sf.mode, sf.mode_step, sf.event_key, sf.event_size, sf.raw, sf.reductions,
+            sf.shapes, sf.names)
+
+
+def test_documents_that_differ_only_in_meta_share_one_parse_of_the_rest():
+    parser = StepFileParser()
+    payload = [entry("w", 0, 100), entry("smdebug/reductions/mean/w", 100, 50)]
+    shapes = [{"tensorname": "w", "originalname": "w", "shape": [3, 4]}]
+    a = parser.parse(doc(payload, shapes), key="a", step=3, worker="worker_0")
+    other = "events/000000000009/000000000009_worker_1.tfevents"
+    b = parser.parse(doc(payload, shapes, meta={"mode": "EVAL", "mode_step": 0, "event_file_name": "/x/" + other}),
+                     key="b", step=9, worker="worker_1")
+    assert (b.mode, b.mode_step, b.event_key, b.step, b.worker) == (ModeKeys.EVAL, 0, other, 9, "worker_1")
+    assert b.raw is a.raw and b.reductions is a.reductions and b.shapes is a.shapes and b.names is a.names
+    assert fields(b)[5:] == fields(StepFileParser().parse(doc(payload, shapes), key="c", step=9, worker="w"))[5:]
+
+
+def test_a_second_meta_after_the_payload_wins_as_in_json_and_is_never_taken_from_the_first():
+    tail = ', "tensor_payload": [{"tensorname": "x", "start_idx": 0, "length": 10}], "meta": {"mode": "EVAL", ' \
+           f'"mode_step": 4, "event_file_name": "{EVENT}"}}}}'
+    parser = StepFileParser()
+    for mode, mode_step in (("EVAL", 4), ("TRAIN", 1)):  # the first one's two metas agree
+        data = f'{{"meta": {{"mode": "{mode}", "mode_step": {mode_step}, "event_file_name": "{EVENT}"}}' + tail
+        sf = parser.parse(data.encode(), key="k", step=0, worker="w")
+        assert (sf.mode, sf.mode_step) == (ModeKeys.EVAL, 4)
+
+
+metas = st.fixed_dictionaries({
+    "mode": st.sampled_from(["TRAIN", "EVAL", "GLOBAL", " EVAL ", "PREDICT", "TRAINING", "train"]),
+    "mode_step": st.one_of(st.integers(0, 10**20), st.just(-1), st.just(True), st.just(1.5)),
+    "event_file_name": st.sampled_from([EVENT, "/abs/" + EVENT, "events/x\"y.tfevents", "événement", None]),
+})
+payloads = st.lists(st.builds(entry, st.sampled_from(["w", "b", "smdebug/reductions/mean/w"]),
+                              st.integers(0, 300), st.integers(0, 300)), max_size=3)
+
+
+@settings(max_examples=300, deadline=None)
+@given(docs=st.lists(st.tuples(payloads, metas), min_size=1, max_size=6))
+def test_reusing_parses_gives_what_a_fresh_parse_of_each_document_gives(docs):
+    shared = StepFileParser()
+    for k, (payload, meta) in enumerate(docs):
+        data = json.dumps({"meta": {m: v for m, v in meta.items() if v is not None}, "tensor_payload": payload,
+                           "shape_payload": []}).encode()
+        fresh = outcome(lambda data=data, k=k: StepFileParser().parse(data, key="k", step=k, worker="w"))
+        reused = outcome(lambda data=data, k=k: shared.parse(data, key="k", step=k, worker="w"))
+        assert reused == fresh
+
+
+def outcome(call):
+    try:
+        return fields(call())
+    except IndexReaderException as err:
+        return str(err)

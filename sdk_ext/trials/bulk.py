@@ -1,0 +1,149 @@
+"""Reading one tensor at many steps in one call (``Tensor.values``): many values per call, not per value.
+
+Read one at a time, a value costs a few microseconds of Python: find its step file and record,
+check the record, compare its layout, make an array. Here the steps are located once for all
+tensors (:class:`~sdk_ext.trials.plan.StepPlan`), the event files are fetched in one batch into
+the file cache, whose chunks hold many files back to back, and the records are checked and copied
+with numpy a layout at a time (:mod:`sdk_ext.format.record_batch`):
+
+1. the first record still pending is decoded alone, as ``Tensor.value`` would (which learns or
+   confirms its tensor's layout, or raises for a damaged record);
+2. every other pending record with that layout is matched and copied into one fresh array, whose
+   rows become the values (writable; no two share memory);
+3. records left (another shape, a real CRC footer, damage...) go round again; after
+   ``_MAX_ROUNDS`` layouts the rest are decoded one at a time.
+
+Only the one-at-a-time decoder ever raises, on the first pending record, so the result and the
+error for a damaged record (the first in step order, naming file and offset) are those of reading
+the steps one by one. Whatever this path does not cover (a file too large to be read whole, one
+missing or still short, a step the plan cannot place) returns None: the caller reads step by step.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from sdk_ext.format.record_batch import gather_contents, match_layout
+from sdk_ext.trials.file_cache import Chunk
+from sdk_ext.trials.plan import Ints, StepPlan
+
+if TYPE_CHECKING:
+    from sdk_ext.trials.values import ValueReader
+
+#: rounds (one per layout met) before the remaining records are decoded one at a time
+_MAX_ROUNDS = 8
+
+Array = np.ndarray[Any, Any]
+
+
+def _rows(block: Array) -> list[Array]:
+    """The rows of ``block`` as arrays (0-d arrays for scalars, never numpy scalars)."""
+    if block.ndim == 1:
+        return [block[k, ...] for k in range(block.shape[0])]
+    return list(block)
+
+
+def _resolve(reader: ValueReader, plan: StepPlan, numbers: Ints) -> bool:
+    """Make sure the files ``numbers`` of ``plan`` are cached whole, and note where; False if they cannot be."""
+    cache = reader.cache
+    if plan.epoch != cache.epoch:  # files left the cache since the plan noted where they were
+        plan.chunk[:] = -1
+        plan.epoch = cache.epoch
+    if (plan.chunk[numbers] >= 0).all():
+        return True
+    needed = np.unique(numbers).tolist()
+    files = [plan.files[i] for i in needed]
+    before = cache.epoch
+    reader.fetch_whole([(f.event_key, f.event_size) for f in files], into=True)
+    if cache.epoch != before:
+        plan.chunk[:] = -1
+    plan.epoch = cache.epoch
+    for i, f in zip(needed, files):
+        entry = cache.files.get(f.event_key)
+        if entry is None:  # too large to read whole, missing, short, or more than the cache holds
+            return False
+        plan.chunk[i], plan.base[i], plan.size[i] = entry[3], entry[1], entry[2]
+    return True
+
+
+def read_values(reader: ValueReader, plan: StepPlan, name: str) -> list[Array] | None:
+    """The raw values of tensor ``name`` at the plan's steps, in order; None: read them step by step.
+
+    Raises:
+        CorruptRecordError: a damaged record (the first, in step order).
+        EventFileUnavailable: from a one-at-a-time read that had to wait for its file.
+    """
+    located = plan.locate(name)
+    if located is None:
+        return None
+    numbers, starts, lengths = located
+    if not _resolve(reader, plan, numbers):
+        return None
+    cache = reader.cache
+    chunk, base, have = plan.chunk[numbers], plan.base[numbers], plan.size[numbers]
+    chunk_numbers = np.unique(chunk).tolist()
+    chunks: dict[int, Chunk] = {}
+    for number in chunk_numbers:
+        data = cache.chunk(number)
+        if data is None:  # cannot happen while the epoch holds; be safe
+            return None
+        cache.touch(number)
+        chunks[number] = data
+    buffers = {number: np.frombuffer(data, np.uint8) for number, data in chunks.items()}
+    ready = (starts >= 0) & (starts + lengths <= have)
+    where = base + starts  # record starts in their chunks
+    files = plan.files
+    decode = reader.decode_cached
+
+    def one(k: int) -> Array:
+        f = files[int(numbers[k])]
+        key: str = f.event_key  # type: ignore[assignment]
+        start, length = int(starts[k]), int(lengths[k])
+        if ready[k]:
+            number = int(chunk[k])
+            return decode((chunks[number], int(base[k]), int(have[k]), number), key, start, length, name)
+        return reader.read(key, start, length, f.event_size, name)
+
+    n = len(numbers)
+    out: list[Array | None] = [None] * n
+    pending = np.arange(n)
+    rounds = 0
+    while pending.size:
+        seed = int(pending[0])
+        out[seed] = one(seed)
+        pending = pending[1:]
+        if not ready[seed] or rounds >= _MAX_ROUNDS or not pending.size:
+            continue
+        rounds += 1
+        layout = reader.decoder.layout(name)
+        if layout is None:
+            continue
+        candidates = pending[ready[pending]]
+        done = []
+        for number in chunk_numbers:
+            chosen = candidates if len(chunk_numbers) == 1 else candidates[chunk[candidates] == number]
+            if not chosen.size:
+                continue
+            buf = buffers[number]
+            matched, content = match_layout(buf, where[chosen], lengths[chosen], layout)
+            if not matched.size:
+                continue
+            rows = _rows(gather_contents(buf, content, layout))
+            hits = chosen[matched]
+            reader.batched += hits.size
+            if seed == 0 and hits.size == n - 1:  # the common case: one layout, one chunk, in order
+                out[1:] = rows
+                return out  # type: ignore[return-value]
+            for at, row in zip(hits.tolist(), rows):
+                out[at] = row
+            done.append(hits)
+        if done:
+            left = np.ones(n, bool)
+            left[np.concatenate(done)] = False
+            pending = pending[left[pending]]
+    return out  # type: ignore[return-value]
+
+
+__all__ = ["read_values"]

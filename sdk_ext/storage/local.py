@@ -17,6 +17,7 @@ from sdk_ext.exceptions import StorageAccessDenied, StorageError, StorageNotFoun
 from sdk_ext.storage.base import Buffer, ReadRequest
 
 TMP_SUFFIX = ".tmp"
+_SLASH = os.sep == "/" and os.altsep is None
 
 
 def _translate(err: OSError, what: str) -> StorageError:
@@ -82,7 +83,11 @@ class LocalStorage:
 
     def path(self, key: str) -> str:
         """The filesystem path of ``key``."""
-        return os.path.join(self.root, *key.split("/")) if key else self.root
+        if not key:
+            return self.root
+        if _SLASH:  # the key is already a path relative to the root (a string join: ~10x os.path.join)
+            return f"{self.root}/{key}"
+        return os.path.join(self.root, *key.split("/"))
 
     def list(self, prefix: str, *, start_after: str = "") -> Iterator[str]:
         # Walk only the directory that contains the prefix; keys come out sorted.

@@ -36,6 +36,9 @@ T = TypeVar("T", bytes, memoryview)
 #: storage can: a second copy of a large value costs more than the read (page faults on fresh memory).
 LARGE_RECORD = 64 << 10
 
+#: alignment of values read into the rows of one array (ValueReader._read_rows)
+_ALIGN = 64
+
 #: zero bytes after the files of a chunk read for the batch decoder, so that its reads past the last
 #: record (a record's first bytes are walked with a fixed reach) stay inside the chunk
 CHUNK_PAD = 512
@@ -212,8 +215,21 @@ class ValueReader:
                         records[(req.key, req.start)] = data
                 self.cache.add(list(fetched.items()))
         decode = self._decoder.decode
+        rows: dict[int, np.ndarray[Any, Any]] = {}
+        if into:  # large records to be read one by one: same length ones go into rows of one array
+            by_length: dict[int, list[int]] = {}
+            for at, (key, start, length, size, _) in enumerate(requests):
+                if length >= LARGE_RECORD and size > whole_max and key not in fetched and key not in cached:
+                    by_length.setdefault(length, []).append(at)
+            for group in by_length.values():
+                if len(group) > 1:
+                    rows.update(self._read_rows([requests[at] for at in group], group))
         out = []
-        for key, start, length, size, tensor in requests:
+        for at, (key, start, length, size, tensor) in enumerate(requests):
+            row = rows.get(at)
+            if row is not None:
+                out.append(row)
+                continue
             whole = fetched.get(key)
             if whole is not None:
                 out.append(decode(whole, start, length, name=key, key=tensor))
@@ -228,6 +244,42 @@ class ValueReader:
             else:
                 out.append(self.read(key, start, length, size, tensor))
         return out
+
+    def _read_rows(self, requests: Sequence[Request], at: Sequence[int]) -> dict[int, np.ndarray[Any, Any]]:
+        """Read records of one length straight into the rows of one new array and decode them there.
+
+        One allocation instead of one per record: fresh memory costs page faults, and numpy asks
+        for huge pages for a large array. Each row starts where the first record's content lands
+        on a 64-byte boundary, so the values (views of their rows) are aligned. Returns
+        ``{at[k]: value}`` for the records read whole; the others are left to :meth:`read`.
+        """
+        read_into = self._read_into
+        assert read_into is not None
+        length = requests[0][2]
+        stride = -(-(length + _ALIGN) // _ALIGN) * _ALIGN
+        block = np.empty(len(requests) * stride, np.uint8)
+        view = block.data
+        pad = 0
+        values: dict[int, np.ndarray[Any, Any]] = {}
+        for k, (key, start, _, _, tensor) in enumerate(requests):
+            row = view[k * stride + pad : k * stride + pad + length]
+            self.requests += 1
+            try:
+                got = read_into(key, row, start=start)
+            except StorageNotFound:
+                got = 0
+            if got != length:
+                continue
+            value = self._decoder.decode(row, 0, length, name=key, base=start, key=tensor, view=True)
+            if not values and value.nbytes:  # the first: move it so that its content is aligned
+                inside = 0 <= value.ctypes.data - block.ctypes.data - k * stride < stride  # a view of its row
+                if inside and value.ctypes.data % _ALIGN:
+                    pad = (-value.ctypes.data) % _ALIGN
+                    block[k * stride + pad : k * stride + pad + length] = block[k * stride : k * stride + length].copy()
+                    row = view[k * stride + pad : k * stride + pad + length]
+                    value = self._decoder.decode(row, 0, length, name=key, base=start, key=tensor, view=True)
+            values[at[k]] = value
+        return values
 
     def _whole(self, key: str, need: int, size: int) -> bytes:
         """The file, or at least its first ``need`` bytes once they exist; cached when complete."""

@@ -53,7 +53,9 @@ def _resolve(reader: ValueReader, plan: StepPlan, numbers: Ints) -> bool:
         plan.epoch = cache.epoch
     if (plan.chunk[numbers] >= 0).all():
         return True
-    needed = np.unique(numbers).tolist()
+    wanted = np.zeros(len(plan.files), bool)  # (np.unique would import numpy.ma on first use: ~10 ms)
+    wanted[numbers] = True
+    needed = np.flatnonzero(wanted).tolist()
     files = [plan.files[i] for i in needed]
     before = cache.epoch
     reader.fetch_whole([(f.event_key, f.event_size) for f in files], into=True)
@@ -83,7 +85,7 @@ def read_values(reader: ValueReader, plan: StepPlan, name: str) -> list[Array] |
         return None
     cache = reader.cache
     chunk, base, have = plan.chunk[numbers], plan.base[numbers], plan.size[numbers]
-    chunk_numbers = np.unique(chunk).tolist()
+    chunk_numbers = [int(chunk[0])] if chunk.min() == chunk.max() else sorted(set(chunk.tolist()))
     chunks: dict[int, Chunk] = {}
     for number in chunk_numbers:
         data = cache.chunk(number)

@@ -154,7 +154,13 @@ class Tensor:
         return self._trial._reads.read(sf, loc, name, step_num, mode)
 
     def values(self, mode: ModeKeys = _GLOBAL, worker: str | None = None) -> dict[int, np.ndarray[Any, Any]]:
-        """``{step: value}`` over the complete steps, read in one batch."""
+        """``{step: value}`` over the complete steps: the way to read a tensor at every step.
+
+        Many values per call (:mod:`sdk_ext.trials.bulk`): the event files are fetched in one batch
+        and the records that share a wire layout are checked and copied together, so a value costs
+        a fraction of a ``value()`` call. Each value is a row of a new array (one per layout):
+        writable, and changing it changes no other value and no later read.
+        """
         mode = _mode(mode)
         steps = self.steps(mode=mode)
         got = self._trial._reads.read_steps(self.name, steps, mode, worker)

@@ -1,10 +1,12 @@
 """Reading values out of event files: whole small files once, large records by range, in batches.
 
 Round trips dominate on S3, so an event file no larger than ``whole_file_bytes`` is fetched whole
-the first time any of its records is wanted and kept in an LRU cache (``file_cache_bytes``): a rule
-that reads every tensor of a step pays one request for the step. Larger files are read record by
-record (a ranged read each), and a batch (``Tensor.values``) sends all its requests in one
-``Storage.read_many`` so a remote backend can run them concurrently.
+the first time any of its records is wanted and kept in an LRU cache (``file_cache_bytes``,
+:mod:`sdk_ext.trials.file_cache`): a rule that reads every tensor of a step pays one request for the
+step. Larger files are read record by record (a ranged read each), and a batch sends all its
+requests in one ``Storage.read_many`` so a remote backend can run them concurrently. For the batch
+decoder (``Tensor.values``, :mod:`sdk_ext.trials.bulk`) many files are read into one array, and
+large records of one length into the rows of one array.
 
 An index can name an event file that is not there yet (S3 uploads in any order) or that is still
 being appended to. Neither is data: the reader waits up to ``event_file_timeout`` for it, never

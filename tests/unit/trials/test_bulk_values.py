@@ -189,3 +189,18 @@ def test_a_trial_with_a_value_cache_reads_step_by_step_and_keeps_the_values() ->
     values = trial.tensor("w").values()
     assert trial._reads.reader.batched == 0
     assert trial.tensor("w").value(5) is values[5]  # smdebug's cache hands out the cached array
+
+
+def test_strings_bfloat16_and_a_shape_changing_at_every_step_are_read_one_at_a_time_with_the_same_result() -> None:
+    import ml_dtypes
+
+    storage = InMemoryStorage()
+    trial_of(storage, list(range(24)), {
+        "names": lambda s: np.array([f"token{s}", "x" * (s % 3)]),
+        "half": lambda s: (np.arange(4) * s).astype(ml_dtypes.bfloat16),
+        "growing": lambda s: np.arange(s + 1, dtype=np.int16),  # a new layout every step: more than _MAX_ROUNDS
+    })
+    fast, slow = create_trial(storage, timeout=0), create_trial(storage, timeout=0)
+    for name in ("names", "half", "growing"):
+        assert assert_values_match_step_by_step(fast, slow, name, GLOBAL, None) == 24
+    assert fast._reads.reader.batched == 0

@@ -33,6 +33,7 @@ import numpy as np
 
 from sdk_ext.format.collection_file import CollectionsFile
 from sdk_ext.format.events import to_numpy
+from sdk_ext.hooks import registry
 from sdk_ext.hooks.collections import (
     BUILTIN_REGEXES,
     KNOWN_NAMES,
@@ -153,15 +154,20 @@ class Hook(HookSteps):
         self._explicit_steps = False
         self._steps = StepCounter()
         self._in_step = False
+        #: The debughookconfig.json this hook was created from (``create_from_json_file``), resolved.
+        self.config_file: str | None = None
+        registry.register(self)
 
     @classmethod
     def create_from_json_file(  # noqa: PYI019
         cls: type[HookT], json_file_path: str | os.PathLike[str] | None = None, *, path: str | os.PathLike[str] | None = None
     ) -> HookT:
-        """A hook configured by SageMaker's ``debughookconfig.json`` (see :mod:`sdk_ext.hooks.json_config`).
+        """The process's hook configured by SageMaker's ``debughookconfig.json`` (see :mod:`sdk_ext.hooks.json_config`).
 
         ``json_file_path`` (smdebug's name; ``path`` is the same) defaults to
-        ``$SMDEBUG_CONFIG_FILE_PATH``, then ``/opt/ml/input/config/debughookconfig.json``.
+        ``$SMDEBUG_CONFIG_FILE_PATH``, then ``/opt/ml/input/config/debughookconfig.json``. When this
+        process already has a hook created from that file (by an earlier call, ``get_hook`` or the
+        zero-change path), that hook is returned: one trial, one writer (:mod:`sdk_ext.hooks.registry`).
 
         Raises:
             ConfigError: the file is missing or invalid (every problem, each naming its key).
@@ -169,11 +175,24 @@ class Hook(HookSteps):
         from sdk_ext.hooks import json_config
 
         file = json_config.config_path(json_file_path if json_file_path is not None else path)
-        kwargs = json_config.hook_kwargs_from_config(json_config.load_config_file(file), builtin=cls.builtin_collections)
-        logger.info("sdk_ext hook configured from %s: out_dir %s", file, kwargs["out_dir"])
-        return cls(kwargs.pop("out_dir"), **kwargs)
+        with registry.lock:
+            existing = registry.current()
+            if isinstance(existing, cls) and registry.same_config_file(existing, file):
+                logger.info("sdk_ext hook: using this process's hook, created from %s already", file)
+                return existing
+            config = json_config.load_config_file(file)
+            kwargs = json_config.hook_kwargs_from_config(config, builtin=cls.builtin_collections)
+            logger.info("sdk_ext hook configured from %s: out_dir %s", file, kwargs["out_dir"])
+            hook = cls(kwargs.pop("out_dir"), **kwargs)
+            hook.config_file = os.path.realpath(file)
+            return hook
 
     # --- public API ------------------------------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` was called."""
+        return self._closed
 
     @property
     def include_collections(self) -> list[str]:
@@ -255,6 +274,7 @@ class Hook(HookSteps):
             self._fail("close")
         finally:
             self._disabled = True
+            registry.forget(self)
 
     # --- lifecycle -------------------------------------------------------------------------------
 

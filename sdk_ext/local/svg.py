@@ -1,6 +1,6 @@
 """Line charts as inline SVG text: no JavaScript, no fonts or files to fetch, readable in any browser.
 
-A chart plots series of (step, value) points on a linear or log10 y axis. A value that is NaN or
+A chart plots series of (global step, value) points on a linear or log10 y axis. A value that is NaN or
 infinite breaks its line and is drawn as a red cross on the top edge (the plot's way of saying
 "the value left the chart here"); markers draw a labelled vertical line at a step (a rule verdict).
 Hovering a line or a marker shows its ``<title>``.
@@ -126,7 +126,7 @@ def render(chart: Chart) -> str:
            f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="#fff" stroke="#999"/>',
            (f'<text transform="translate(14 {top + ph / 2}) rotate(-90)" text-anchor="middle" class="axis">'
             f'{escape(chart.y_label)}</text>'),
-           f'<text x="{left + pw / 2}" y="{h - 4}" text-anchor="middle" class="axis">step</text>']
+           f'<text x="{left + pw / 2}" y="{h - 4}" text-anchor="middle" class="axis">global step</text>']
     for tick in nice_ticks(x_low, x_high, 8):
         if x_low <= tick <= x_high and float(tick).is_integer():
             x = px(tick)

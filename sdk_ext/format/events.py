@@ -91,6 +91,10 @@ def to_numpy(value: object) -> np.ndarray[Any, Any]:
     return np.asarray(value)
 
 
+#: dtype -> DataType number, filled as dtypes are met (dtype.name is slow to compute).
+_DTYPE_CODES: dict[np.dtype[Any], int] = {}
+
+
 def dtype_code(array: np.ndarray[Any, Any]) -> int:
     """The DataType number for ``array``'s dtype; 0 for strings.
 
@@ -169,6 +173,55 @@ def _raw_view(array: np.ndarray[Any, Any]) -> bytes | memoryview:
     return array.data.cast("B")
 
 
+#: Per (tag, dtype, shape) of a numeric tensor: the Value bytes before the raw data, and the data's
+#: length. They do not change from step to step, so each is built once (bounded: cleared when full).
+_VALUE_HEADS: dict[tuple[str, np.dtype[Any], tuple[int, ...]], tuple[bytes, int]] = {}
+#: Per (mode, mode_step): the encoded SummaryMetadata field (every tensor of a step shares it).
+_METADATA: dict[tuple[ModeKeys, int], bytes] = {}
+_CACHE_LIMIT = 4096
+#: dtypes whose arrays are written as they are (numeric, little-endian, not bfloat16)
+_AS_IS: dict[np.dtype[Any], bool] = {}
+
+
+def _value_head(tag: str, array: np.ndarray[Any, Any], code: int) -> tuple[bytes, int]:
+    """``[0a tag] 42 <len> TensorProto-head`` of a numeric tensor, and the length of its raw data."""
+    key = (tag, array.dtype, array.shape)
+    found = _VALUE_HEADS.get(key)
+    if found is None:
+        content_len = array.size * array.dtype.itemsize
+        head = b"\x08" + _varint(code) + _ld(0x12, _shape_bytes(tag, array.shape))
+        if content_len:
+            head += b"\x22" + _varint(content_len)
+        tag_bytes = tag.encode("utf-8")
+        value_head = (_ld(0x0A, tag_bytes) if tag_bytes else b"") + b"\x42" + _varint(len(head) + content_len) + head
+        if len(_VALUE_HEADS) >= _CACHE_LIMIT:
+            _VALUE_HEADS.clear()
+        found = _VALUE_HEADS[key] = (value_head, content_len)
+    return found
+
+
+def _metadata_field(mode: ModeKeys, mode_step: int) -> bytes:
+    key = (mode, mode_step)
+    found = _METADATA.get(key)
+    if found is None:
+        if len(_METADATA) >= _CACHE_LIMIT:
+            _METADATA.clear()
+        found = _METADATA[key] = _ld(0x4A, _metadata_bytes(mode, mode_step))
+    return found
+
+
+def _content(array: np.ndarray[Any, Any]) -> bytes | memoryview:
+    """The raw bytes of a numeric tensor: a view of the array when it already is C-order little-endian."""
+    as_is = _AS_IS.get(array.dtype)
+    if as_is is None:
+        dtype = array.dtype
+        as_is = not (dtype.byteorder == ">" or (dtype.byteorder == "=" and not _LITTLE)) and dtype.name != "bfloat16"
+        _AS_IS[dtype] = as_is
+    if as_is and array.flags.c_contiguous and array.size:
+        return array.data.cast("B")
+    return _raw_view(array)
+
+
 def encode_tensor_event_parts(
     tag: str,
     value: np.ndarray[Any, Any],
@@ -189,28 +242,26 @@ def encode_tensor_event_parts(
         mode_step: the step within ``mode``; defaults to ``step``.
     """
     array = value
-    code = dtype_code(array)
-    tag_bytes = tag.encode("utf-8")
-    shape = _shape_bytes(tag, array.shape)
-    head = (b"\x08" + _varint(code) if code else b"") + _ld(0x12, shape)
-    content: bytes | memoryview = b""
-    tail = b""
+    code = _DTYPE_CODES.get(array.dtype)
+    if code is None:
+        code = _DTYPE_CODES[array.dtype] = dtype_code(array)
+    meta = _metadata_field(mode, step if mode_step is None else mode_step)
     if code:
-        content = _raw_view(array)
-    else:
+        value_head, content_len = _value_head(tag, array, code)
+        content: bytes | memoryview = _content(array) if content_len else b""
+        tail = b""
+    else:  # strings: string_val entries after the shape
+        tag_bytes = tag.encode("utf-8")
+        head = _ld(0x12, _shape_bytes(tag, array.shape))
         tail = b"".join(_ld(0x42, s) for s in _string_elements(array))
-    content_len = len(content)
-    if content_len:
-        head += b"\x22" + _varint(content_len)
-    tensor_len = len(head) + content_len + len(tail)
-    meta = _ld(0x4A, _metadata_bytes(mode, step if mode_step is None else mode_step))
-    value_head = (_ld(0x0A, tag_bytes) if tag_bytes else b"") + b"\x42" + _varint(tensor_len) + head
+        content, content_len = b"", 0
+        value_head = (_ld(0x0A, tag_bytes) if tag_bytes else b"") + b"\x42" + _varint(len(head) + len(tail)) + head
     value_len = len(value_head) + content_len + len(tail) + len(meta)
     summary_head = b"\x0a" + _varint(value_len)
     summary_len = len(summary_head) + value_len
     event_head = b""
     if wall_time != 0.0 or math.copysign(1.0, wall_time) < 0:
-        event_head += b"\x09" + _F64.pack(wall_time)
+        event_head = b"\x09" + _F64.pack(wall_time)
     if step:
         event_head += b"\x10" + _varint(step)
     event_head += b"\x2a" + _varint(summary_len) + summary_head + value_head

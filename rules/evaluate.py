@@ -12,7 +12,9 @@ be passed verbatim.
 
 ``<output-dir>/status.json`` says InProgress from the start, then the outcome; the exit code
 follows it: 0 NoIssuesFound, 3 IssuesFound, 2 Error, 4 Stopped (SIGTERM/SIGINT). The rule stops at
-its first firing.
+its first firing. The training job counts as ended when ``training_job_end.ts`` appears, or when
+SageMaker's stop signal (``SAGEMAKER_ENV_RULE_STOP_SIGNAL_FILE``) plus ``rule_stop_grace_time_secs``
+has passed (:mod:`sdk_ext.rules.stop_signal`).
 """
 
 from __future__ import annotations
@@ -209,28 +211,36 @@ def _fetch_source(source: str, scratch: str) -> str:
     return str(target)
 
 
-def _open_trial(path: str, name: str, start: int, poll_interval: float, *, wait: bool = True) -> Any:
+def _open_trial(path: str, name: str, start: int, poll_interval: float, *, wait: bool = True,
+                stop_signal: Any = None) -> Any:
     """create_trial, waiting (with ``wait``, as long as the job has not ended) for its first data.
 
     Other trials are finished jobs: they are not waited for beyond the reader's own timeout.
 
     Steps before ``start`` are hidden (``range_steps``, as SageMaker's evaluator does); steps from
     ``end_step`` on stay visible, so a live evaluation ends as soon as the job has passed ``end_step``
-    instead of when it ends (invoke_rule never evaluates them).
+    instead of when it ends (invoke_rule never evaluates them). With ``stop_signal`` (a
+    :class:`~sdk_ext.rules.stop_signal.StopSignal`), the job also ends when SageMaker's stop signal
+    plus its grace period has passed.
     """
     from sdk_ext.exceptions import MissingCollectionFiles
     from sdk_ext.format.paths import END_OF_JOB
-    from sdk_ext.storage import open_storage
+    from sdk_ext.storage import Storage, open_storage
     from sdk_ext.trials import create_trial
     from sdk_ext.trials.options import TrialOptions
 
     options = TrialOptions.from_env(os.environ, poll_interval=poll_interval)
+    storage: Storage = open_storage(path.strip())
+    if stop_signal is not None:
+        from sdk_ext.rules.stop_signal import StopSignalStorage
+
+        storage = StopSignalStorage(storage, stop_signal)
     warned = False
     while True:
         try:
-            return create_trial(path, name=name, range_steps=(start, None), options=options)
+            return create_trial(storage, name=name, range_steps=(start, None), options=options)
         except MissingCollectionFiles:
-            if not wait or open_storage(path).exists(END_OF_JOB):
+            if not wait or storage.exists(END_OF_JOB):
                 raise
             if not warned:
                 logger.info("waiting for the training job to write its first data under %s", path)
@@ -247,6 +257,7 @@ def run(args: argparse.Namespace, params: dict[str, str], evaluator: Evaluator) 
     )
     from sdk_ext.rules.factory import build_rule, load_rule_class, smdebug_aliases, split_parameters
     from sdk_ext.rules.rule_invoker import invoke_rule
+    from sdk_ext.rules.stop_signal import StopSignal
 
     request = split_parameters(params)
     if not request.rule_to_invoke:
@@ -262,7 +273,9 @@ def run(args: argparse.Namespace, params: dict[str, str], evaluator: Evaluator) 
 
             cls = get_builtin_rule(request.rule_to_invoke)
         try:
-            base = _open_trial(args.trial_dir, "base_trial", request.start_step, args.poll_interval)
+            stop_signal = StopSignal.from_env(os.environ)
+            base = _open_trial(args.trial_dir, "base_trial", request.start_step, args.poll_interval,
+                               stop_signal=stop_signal)
             others = [_open_trial(p, f"other_trial_{i}", request.start_step, args.poll_interval, wait=False)
                       for i, p in enumerate(request.other_trials)]
         except MissingCollectionFiles as err:
@@ -287,7 +300,10 @@ def run(args: argparse.Namespace, params: dict[str, str], evaluator: Evaluator) 
                     logger.warning("actions interrupted by a signal; the status stays IssuesFound")
             return code
         except NoMoreData as end:
-            return evaluator.report("NoIssuesFound", f"Training ended; last saved step: {end.last_step}")
+            how = "Training ended"
+            if getattr(base.storage, "ended_by_signal", False):
+                how += f" ({base.storage.describe()})"
+            return evaluator.report("NoIssuesFound", f"{how}; last saved step: {end.last_step}")
         return evaluator.report("NoIssuesFound", f"Reached end_step {request.end_step}")
 
 

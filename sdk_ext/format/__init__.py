@@ -1,7 +1,8 @@
 """The on-disk format of Debugger trials (smdebug's), as pure functions over bytes.
 
-records: TFRecord framing; events: tensor Event payloads; index: index JSON; collection_file:
-collections JSON; paths: key names and reduction names. Nothing here does I/O.
+records: TFRecord framing; events: tensor Event payloads (dtypes: their DataType numbers); index:
+index JSON; collection_file: collections JSON; paths: key names and reduction names. Nothing here
+does I/O.
 """
 
 from sdk_ext.format.collection_file import (

@@ -33,81 +33,39 @@ import numpy as np
 
 from sdk_ext.exceptions import CorruptRecordError, UnsupportedDtypeError
 from sdk_ext.format import event_pb2
+from sdk_ext.format.dtypes import (
+    BFLOAT16,
+    CODE_TO_DTYPE,
+    DT_BFLOAT16,
+    DT_BOOL,
+    DT_COMPLEX64,
+    DT_COMPLEX128,
+    DT_DOUBLE,
+    DT_FLOAT,
+    DT_HALF,
+    DT_INT8,
+    DT_INT16,
+    DT_INT32,
+    DT_INT64,
+    DT_STRING,
+    DT_UINT8,
+    DT_UINT16,
+    DT_UINT32,
+    DT_UINT64,
+    DTYPE_TO_CODE,
+    dtype_code,
+    to_numpy,
+)
 from sdk_ext.format.records import OVERHEAD, record_footer, record_header
 from sdk_ext.modes import ModeKeys
-
-try:  # bfloat16 is not a numpy dtype; ml_dtypes provides one when installed.
-    import ml_dtypes as _ml_dtypes
-
-    BFLOAT16: np.dtype[Any] | None = np.dtype(_ml_dtypes.bfloat16)
-except ImportError:  # pragma: no cover - depends on the environment
-    BFLOAT16 = None
-
-# DataType numbers (TensorFlow's), as stored in TensorProto.dtype.
-DT_FLOAT, DT_DOUBLE, DT_INT32, DT_UINT8, DT_INT16, DT_INT8, DT_STRING = 1, 2, 3, 4, 5, 6, 7
-DT_COMPLEX64, DT_INT64, DT_BOOL, DT_BFLOAT16 = 8, 9, 10, 14
-DT_UINT16, DT_COMPLEX128, DT_HALF, DT_UINT32, DT_UINT64 = 17, 18, 19, 22, 23
-
-_NUMERIC_CODES: dict[str, int] = {
-    "float16": DT_HALF,
-    "float32": DT_FLOAT,
-    "float64": DT_DOUBLE,
-    "int8": DT_INT8,
-    "int16": DT_INT16,
-    "int32": DT_INT32,
-    "int64": DT_INT64,
-    "uint8": DT_UINT8,
-    "uint16": DT_UINT16,
-    "uint32": DT_UINT32,
-    "uint64": DT_UINT64,
-    "bool": DT_BOOL,
-    "complex64": DT_COMPLEX64,
-    "complex128": DT_COMPLEX128,
-}
-#: DataType number -> little-endian numpy dtype, for decoding.
-CODE_TO_DTYPE: dict[int, np.dtype[Any]] = {
-    code: np.dtype(name).newbyteorder("<") for name, code in _NUMERIC_CODES.items()
-}
-#: numpy dtype name -> DataType number, for encoding. Strings use code 0 and ``string_val``.
-DTYPE_TO_CODE: dict[str, int] = dict(_NUMERIC_CODES)
-if BFLOAT16 is not None:
-    DTYPE_TO_CODE["bfloat16"] = DT_BFLOAT16
 
 _MODE_NAMES = {m.value: m for m in ModeKeys}
 _F64 = struct.Struct("<d")
 _LITTLE = sys.byteorder == "little"
 
 
-def to_numpy(value: object) -> np.ndarray[Any, Any]:
-    """Convert a value to the array that gets stored, as smdebug does.
-
-    An ndarray is kept as it is (0-d stays 0-d); a Python or numpy scalar becomes shape ``(1,)``;
-    lists and tuples go through ``np.asarray``. Framework tensors are converted by their hooks.
-    """
-    if isinstance(value, np.ndarray):
-        return value
-    if isinstance(value, (bool, int, float, complex, str, bytes, np.generic)):
-        return np.array([value])
-    return np.asarray(value)
-
-
-def dtype_code(array: np.ndarray[Any, Any]) -> int:
-    """The DataType number for ``array``'s dtype; 0 for strings.
-
-    Raises:
-        UnsupportedDtypeError: the dtype has no place in the format (datetime, void, object of non-strings...).
-    """
-    kind = array.dtype.kind
-    if kind in "USO":
-        return 0
-    code = DTYPE_TO_CODE.get(array.dtype.name)
-    if code is None:
-        supported = ", ".join(sorted(DTYPE_TO_CODE)) + ", str/bytes"
-        raise UnsupportedDtypeError(
-            f"cannot save a tensor of dtype {array.dtype}: the format holds {supported}; "
-            "convert it first (e.g. value.astype(np.float32))"
-        )
-    return code
+#: dtype -> DataType number, filled as dtypes are met (dtype.name is slow to compute).
+_DTYPE_CODES: dict[np.dtype[Any], int] = {}
 
 
 def _varint(value: int) -> bytes:
@@ -169,6 +127,55 @@ def _raw_view(array: np.ndarray[Any, Any]) -> bytes | memoryview:
     return array.data.cast("B")
 
 
+#: Per (tag, dtype, shape) of a numeric tensor: the Value bytes before the raw data, and the data's
+#: length. They do not change from step to step, so each is built once (bounded: cleared when full).
+_VALUE_HEADS: dict[tuple[str, np.dtype[Any], tuple[int, ...]], tuple[bytes, int]] = {}
+#: Per (mode, mode_step): the encoded SummaryMetadata field (every tensor of a step shares it).
+_METADATA: dict[tuple[ModeKeys, int], bytes] = {}
+_CACHE_LIMIT = 4096
+#: dtypes whose arrays are written as they are (numeric, little-endian, not bfloat16)
+_AS_IS: dict[np.dtype[Any], bool] = {}
+
+
+def _value_head(tag: str, array: np.ndarray[Any, Any], code: int) -> tuple[bytes, int]:
+    """``[0a tag] 42 <len> TensorProto-head`` of a numeric tensor, and the length of its raw data."""
+    key = (tag, array.dtype, array.shape)
+    found = _VALUE_HEADS.get(key)
+    if found is None:
+        content_len = array.size * array.dtype.itemsize
+        head = b"\x08" + _varint(code) + _ld(0x12, _shape_bytes(tag, array.shape))
+        if content_len:
+            head += b"\x22" + _varint(content_len)
+        tag_bytes = tag.encode("utf-8")
+        value_head = (_ld(0x0A, tag_bytes) if tag_bytes else b"") + b"\x42" + _varint(len(head) + content_len) + head
+        if len(_VALUE_HEADS) >= _CACHE_LIMIT:
+            _VALUE_HEADS.clear()
+        found = _VALUE_HEADS[key] = (value_head, content_len)
+    return found
+
+
+def _metadata_field(mode: ModeKeys, mode_step: int) -> bytes:
+    key = (mode, mode_step)
+    found = _METADATA.get(key)
+    if found is None:
+        if len(_METADATA) >= _CACHE_LIMIT:
+            _METADATA.clear()
+        found = _METADATA[key] = _ld(0x4A, _metadata_bytes(mode, mode_step))
+    return found
+
+
+def _content(array: np.ndarray[Any, Any]) -> bytes | memoryview:
+    """The raw bytes of a numeric tensor: a view of the array when it already is C-order little-endian."""
+    as_is = _AS_IS.get(array.dtype)
+    if as_is is None:
+        dtype = array.dtype
+        as_is = not (dtype.byteorder == ">" or (dtype.byteorder == "=" and not _LITTLE)) and dtype.name != "bfloat16"
+        _AS_IS[dtype] = as_is
+    if as_is and array.flags.c_contiguous and array.size:
+        return array.data.cast("B")
+    return _raw_view(array)
+
+
 def encode_tensor_event_parts(
     tag: str,
     value: np.ndarray[Any, Any],
@@ -189,28 +196,26 @@ def encode_tensor_event_parts(
         mode_step: the step within ``mode``; defaults to ``step``.
     """
     array = value
-    code = dtype_code(array)
-    tag_bytes = tag.encode("utf-8")
-    shape = _shape_bytes(tag, array.shape)
-    head = (b"\x08" + _varint(code) if code else b"") + _ld(0x12, shape)
-    content: bytes | memoryview = b""
-    tail = b""
+    code = _DTYPE_CODES.get(array.dtype)
+    if code is None:
+        code = _DTYPE_CODES[array.dtype] = dtype_code(array)
+    meta = _metadata_field(mode, step if mode_step is None else mode_step)
     if code:
-        content = _raw_view(array)
-    else:
+        value_head, content_len = _value_head(tag, array, code)
+        content: bytes | memoryview = _content(array) if content_len else b""
+        tail = b""
+    else:  # strings: string_val entries after the shape
+        tag_bytes = tag.encode("utf-8")
+        head = _ld(0x12, _shape_bytes(tag, array.shape))
         tail = b"".join(_ld(0x42, s) for s in _string_elements(array))
-    content_len = len(content)
-    if content_len:
-        head += b"\x22" + _varint(content_len)
-    tensor_len = len(head) + content_len + len(tail)
-    meta = _ld(0x4A, _metadata_bytes(mode, step if mode_step is None else mode_step))
-    value_head = (_ld(0x0A, tag_bytes) if tag_bytes else b"") + b"\x42" + _varint(tensor_len) + head
+        content, content_len = b"", 0
+        value_head = (_ld(0x0A, tag_bytes) if tag_bytes else b"") + b"\x42" + _varint(len(head) + len(tail)) + head
     value_len = len(value_head) + content_len + len(tail) + len(meta)
     summary_head = b"\x0a" + _varint(value_len)
     summary_len = len(summary_head) + value_len
     event_head = b""
     if wall_time != 0.0 or math.copysign(1.0, wall_time) < 0:
-        event_head += b"\x09" + _F64.pack(wall_time)
+        event_head = b"\x09" + _F64.pack(wall_time)
     if step:
         event_head += b"\x10" + _varint(step)
     event_head += b"\x2a" + _varint(summary_len) + summary_head + value_head

@@ -8,34 +8,32 @@
             hook.save_scalar("lr", lr)
     hook.close()
 
-Steps: every :meth:`Hook.begin_step` advances the global step and the step of the current mode
-(both start at 0). A value saved outside an open step opens the next one. What a step saves is
+Steps and modes (:mod:`sdk_ext.hooks.stepping`): every step advances the global step and the
+step of its mode; a value saved outside an open step opens the next one. What a step saves is
 decided by :class:`~sdk_ext.hooks.policy.SavePolicy`; values given at a step that saves nothing are
 dropped (smdebug carried them into the next saved step under that step's number).
 
 Failure policy: configuration errors raise from the constructor. After that, no method raises:
 the first failure is logged once with its traceback, the hook disables itself and training goes
-on (the boundary is :func:`guarded`). A value whose dtype the format cannot hold is skipped with
-one warning per tensor name; that is not a failure of the hook.
+on (the boundary is :func:`~sdk_ext.hooks.stepping.guarded`). A value whose dtype the format cannot
+hold is skipped with one warning per tensor name; that is not a failure of the hook.
 """
 
 from __future__ import annotations
 
 import atexit
-import contextlib
-import functools
 import logging
 import os
-import sys
 import time
 import weakref
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 import numpy as np
 
 from sdk_ext.format.collection_file import CollectionsFile
 from sdk_ext.format.events import to_numpy
+from sdk_ext.hooks import registry
 from sdk_ext.hooks.collections import (
     BUILTIN_REGEXES,
     KNOWN_NAMES,
@@ -48,32 +46,15 @@ from sdk_ext.hooks.output import Reductions, TrialOutput
 from sdk_ext.hooks.policy import SavePolicy, TensorPlan
 from sdk_ext.hooks.reduction_config import RAW_ONLY, ReductionConfig
 from sdk_ext.hooks.save_config import SaveConfig, SaveConfigMode
-from sdk_ext.hooks.steps import Step, StepCounter
-from sdk_ext.modes import ModeKeys
+from sdk_ext.hooks.stepping import HookSteps, guarded
+from sdk_ext.hooks.steps import StepCounter
 from sdk_ext.storage import LocalStorage, Storage
 
 logger = logging.getLogger(__name__)
 
 SCALAR_PREFIX = "scalar/"
 _SCALAR_PLAN = TensorPlan(True, False, (), False, True, ())
-F = TypeVar("F", bound=Callable[..., Any])
 HookT = TypeVar("HookT", bound="Hook")
-
-
-def guarded(method: F) -> F:
-    """The one fail-open boundary: a failure disables the hook instead of reaching the training loop."""
-
-    @functools.wraps(method)
-    def wrapper(self: Hook, *args: Any, **kwargs: Any) -> Any:
-        if self._disabled:
-            return None
-        try:
-            return method(self, *args, **kwargs)
-        except Exception:  # noqa: BLE001 - everything; training must go on
-            self._fail(method.__name__)
-            return None
-
-    return wrapper  # type: ignore[return-value]
 
 
 def _close_at_exit(ref: weakref.ReferenceType[Hook]) -> None:
@@ -82,7 +63,7 @@ def _close_at_exit(ref: weakref.ReferenceType[Hook]) -> None:
         hook.close()
 
 
-class Hook:
+class Hook(HookSteps):
     """Saves tensors of a training job in the Debugger trial format (framework-free).
 
     Args:
@@ -173,15 +154,20 @@ class Hook:
         self._explicit_steps = False
         self._steps = StepCounter()
         self._in_step = False
+        #: The debughookconfig.json this hook was created from (``create_from_json_file``), resolved.
+        self.config_file: str | None = None
+        registry.register(self)
 
     @classmethod
     def create_from_json_file(  # noqa: PYI019
         cls: type[HookT], json_file_path: str | os.PathLike[str] | None = None, *, path: str | os.PathLike[str] | None = None
     ) -> HookT:
-        """A hook configured by SageMaker's ``debughookconfig.json`` (see :mod:`sdk_ext.hooks.json_config`).
+        """The process's hook configured by SageMaker's ``debughookconfig.json`` (see :mod:`sdk_ext.hooks.json_config`).
 
         ``json_file_path`` (smdebug's name; ``path`` is the same) defaults to
-        ``$SMDEBUG_CONFIG_FILE_PATH``, then ``/opt/ml/input/config/debughookconfig.json``.
+        ``$SMDEBUG_CONFIG_FILE_PATH``, then ``/opt/ml/input/config/debughookconfig.json``. When this
+        process already has a hook created from that file (by an earlier call, ``get_hook`` or the
+        zero-change path), that hook is returned: one trial, one writer (:mod:`sdk_ext.hooks.registry`).
 
         Raises:
             ConfigError: the file is missing or invalid (every problem, each naming its key).
@@ -189,30 +175,24 @@ class Hook:
         from sdk_ext.hooks import json_config
 
         file = json_config.config_path(json_file_path if json_file_path is not None else path)
-        kwargs = json_config.hook_kwargs_from_config(json_config.load_config_file(file), builtin=cls.builtin_collections)
-        logger.info("sdk_ext hook configured from %s: out_dir %s", file, kwargs["out_dir"])
-        return cls(kwargs.pop("out_dir"), **kwargs)
+        with registry.lock:
+            existing = registry.current()
+            if isinstance(existing, cls) and registry.same_config_file(existing, file):
+                logger.info("sdk_ext hook: using this process's hook, created from %s already", file)
+                return existing
+            config = json_config.load_config_file(file)
+            kwargs = json_config.hook_kwargs_from_config(config, builtin=cls.builtin_collections)
+            logger.info("sdk_ext hook configured from %s: out_dir %s", file, kwargs["out_dir"])
+            hook = cls(kwargs.pop("out_dir"), **kwargs)
+            hook.config_file = os.path.realpath(file)
+            return hook
 
     # --- public API ------------------------------------------------------------------------------
 
     @property
-    def global_step(self) -> int:
-        """The current (or last) global step; -1 before the first."""
-        return self._steps.current.global_step
-
-    @property
-    def mode(self) -> ModeKeys:
-        return self._steps.mode
-
-    @property
-    def mode_step(self) -> int:
-        """The step within the mode of the current step."""
-        return self._steps.current.mode_step
-
-    @property
-    def disabled(self) -> bool:
-        """True once the hook has failed (or was closed): it saves nothing more."""
-        return self._disabled
+    def closed(self) -> bool:
+        """True once :meth:`close` was called."""
+        return self._closed
 
     @property
     def include_collections(self) -> list[str]:
@@ -223,31 +203,6 @@ class Hook:
 
     def get_collections(self) -> dict[str, Collection]:
         return self.collection_manager.get_collections()
-
-    @guarded
-    def set_mode(self, mode: ModeKeys | str | int) -> None:
-        """Set the mode of the steps that follow (an open step keeps its own)."""
-        self._steps.mode = ModeKeys.parse(mode)
-
-    @guarded
-    def begin_step(self, global_step: int | None = None) -> None:
-        """Start the next step (closing an open one). ``global_step`` jumps ahead, e.g. after a restart."""
-        self._explicit_steps = True
-        self._begin_step(global_step)
-
-    @guarded
-    def end_step(self) -> None:
-        """Finish the open step: its files are complete once this returns (or soon after, see flush)."""
-        self._end_step()
-
-    @contextlib.contextmanager
-    def step(self, global_step: int | None = None) -> Iterator[int]:
-        """``with hook.step(): ...`` = begin_step() ... end_step(); yields the global step."""
-        self.begin_step(global_step)
-        try:
-            yield self._steps.current.global_step
-        finally:
-            self.end_step()
 
     @guarded
     def save_tensor(self, tensor_name: str, tensor_value: Any, collections_to_write: str | Iterable[str] = CollectionKeys.DEFAULT) -> None:
@@ -319,36 +274,9 @@ class Hook:
             self._fail("close")
         finally:
             self._disabled = True
+            registry.forget(self)
 
-    # --- steps -----------------------------------------------------------------------------------
-
-    def _ensure_step(self) -> None:
-        if not self._in_step:
-            self._begin_step(None)
-
-    def _begin_step(self, global_step: int | None) -> None:
-        if self._in_step:
-            self._end_step()
-        if not self._worker_ready:
-            self._setup_worker()
-        step = self._steps.next(global_step)
-        self._in_step = True
-        self._open_current_step(step)
-
-    def _open_current_step(self, step: Step) -> None:
-        self.policy.begin_step(step.mode, step.mode_step)
-        if self.policy.active and self._out is not None and not self._out.step_open:
-            self._out.open_step(step.global_step, step.mode, step.mode_step)
-
-    def _refresh_step(self) -> None:
-        """Collections changed inside a step: decide the step again (its files may start now)."""
-        self._open_current_step(self._steps.current)
-
-    def _end_step(self) -> None:
-        self._in_step = False
-        if self.policy.active and self._out is not None and self._out.step_open:
-            changed, self.policy.names_changed = self.policy.names_changed, False
-            self._out.close_step(collections_changed=changed)
+    # --- lifecycle -------------------------------------------------------------------------------
 
     def _setup_worker(self) -> None:
         """Resolve rank and world size (first step); open the output if this worker writes."""
@@ -410,23 +338,6 @@ class Hook:
             self._out.warn_once(name, kind, msg, *args)
         else:
             logger.debug(msg, *args)
-
-    # --- failure ---------------------------------------------------------------------------------
-
-    def _fail(self, where: str) -> None:
-        if self.failure is None:
-            self.failure = sys.exc_info()[1]
-        if not self._disabled:
-            logger.exception(
-                "sdk_ext hook failed in %s; the hook is disabled for the rest of training (training goes on). "
-                "Steps completed before this point are intact in %s.",
-                where,
-                self.out_dir,
-            )
-        self._disabled = True
-        if self._out is not None:
-            with contextlib.suppress(Exception):
-                self._out.abort_step()
 
 
 __all__ = ["SCALAR_PREFIX", "Hook", "guarded"]

@@ -7,12 +7,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from sdk_ext.exceptions import ConfigError
+from sdk_ext.exceptions import ConfigError, StorageError
 from sdk_ext.format.paths import END_OF_JOB
 from sdk_ext.hooks.collections import compile_regex
 from sdk_ext.hooks.reduction_config import ReductionConfig
 from sdk_ext.hooks.save_config import SaveConfig, SaveConfigMode
-from sdk_ext.storage import LocalStorage, Storage, open_storage
+from sdk_ext.storage import Storage, open_storage
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,7 +39,12 @@ class HookArgs:
         rank: int | None,
         world_size: int | None,
     ) -> HookArgs:
-        """Raises ConfigError listing every problem (the only disk access: a stat of the end marker)."""
+        """Raises ConfigError listing every problem.
+
+        The only I/O: one look for the end marker of a finished trial in ``out_dir`` (a stat on a
+        local disk, one LIST request on S3), through the Storage protocol, so every backend refuses
+        to write into a finished trial.
+        """
         problems: list[str] = []
         if include_workers not in ("one", "all"):
             problems.append(f"include_workers must be 'one' or 'all', got {include_workers!r}")
@@ -62,14 +67,25 @@ class HookArgs:
         if rank is not None and (world_size is None or not 0 <= rank < world_size):
             problems.append(f"rank {rank!r} must be given with world_size and lie in [0, world_size)")
         storage = out_dir if isinstance(out_dir, Storage) else open_storage(out_dir)
-        if isinstance(storage, LocalStorage) and not dry_run and storage.exists(END_OF_JOB):
-            problems.append(
-                f"out_dir {storage.uri} already holds a finished trial ({END_OF_JOB} exists); "
-                "use a new out_dir or delete the old trial"
-            )
+        if not dry_run:
+            problems += _finished_trial(storage)
         if problems:
             raise ConfigError(problems, where="hook configuration")
         return cls(storage, parsed_save, reduction_config, regexes, [str(n) for n in names])
+
+
+def _finished_trial(storage: Storage) -> list[str]:
+    """The problem with writing into ``storage`` if it holds a finished trial (or cannot be checked)."""
+    marker = f"{storage.uri.rstrip('/')}/{END_OF_JOB}"
+    try:
+        finished = storage.exists(END_OF_JOB)
+    except StorageError as err:
+        return [f"out_dir {storage.uri}: could not check for a finished trial ({marker}): {err}"]
+    if not finished:
+        return []
+    message = (f"out_dir {storage.uri} already holds a finished trial ({marker} exists); use a new out_dir, "
+               "or delete the old trial first if you mean to replace it")
+    return [message]
 
 
 __all__ = ["HookArgs"]

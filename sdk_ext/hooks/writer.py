@@ -194,14 +194,25 @@ class TrialWriter:
         else:
             self._committer.submit(task)
 
-    def _prepared(self, key: str) -> _Prepared | None:
-        try:
-            prepared = _Prepared(key, self.storage.open_write(key))
-        except (OSError, StorageError):
-            return None  # created when needed instead, where the error is reported
-        assert self._committer is not None
-        self._committer.submit(prepared.create)
-        return prepared
+    def _prepared(self, *keys: str) -> list[_Prepared | None]:
+        """Writers for ``keys`` whose files one background task creates (one hand-off per step: each
+        wakes the thread, which then competes with the training thread for the GIL)."""
+        found: list[_Prepared | None] = []
+        for key in keys:
+            try:
+                found.append(_Prepared(key, self.storage.open_write(key)))
+            except (OSError, StorageError):
+                found.append(None)  # created when needed instead, where the error is reported
+        todo = [p for p in found if p is not None]
+        if todo:
+            assert self._committer is not None
+
+            def create() -> None:
+                for prepared in todo:
+                    prepared.create()
+
+            self._committer.submit(create)
+        return found
 
     def _discard(self, prepared: _Prepared | None) -> None:
         if prepared is not None and self._committer is not None:
@@ -225,11 +236,17 @@ class TrialWriter:
                     self._discard(event)
                     self._discard(index)
                     event = index = None
-            st.index = index or self._prepared(index_key(step, self.worker))
+            keys = [] if index is not None else [index_key(step, self.worker)]
+            if step == self._last_saved + 1:  # saved back to back: create the next step's files while this one runs
+                keys += [event_key(step + 1, self.worker), index_key(step + 1, self.worker)]
+            prepared = self._prepared(*keys)
+            if index is None:
+                index = prepared.pop(0)
+            st.index = index
             if event is not None and event.usable():
                 st.event_file, st.writer = event.key, event.writer
-            if step == self._last_saved + 1:  # saved back to back: create the next step's files while this one runs
-                self._next = (self._prepared(event_key(step + 1, self.worker)), self._prepared(index_key(step + 1, self.worker)))
+            if prepared:
+                self._next = (prepared[0], prepared[1])
 
     def _require_step(self) -> _OpenStep:
         if self._step is None:

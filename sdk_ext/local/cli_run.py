@@ -109,19 +109,21 @@ def run(args: argparse.Namespace, console: Console) -> int:
 
 def summary_lines(final: dict[str, Any], job_dir: Path, report: Path | None) -> list[str]:
     """What ``sdk-ext run`` prints at the end (``make demo`` shows it)."""
-    from sdk_ext.local.report_data import stop_decisions, verdicts_of
+    from sdk_ext.local.report_data import step_text, stop_decisions, verdict_step_modes, verdicts_of
 
     lines = [f"Job {final['TrainingJobName']}: {final['TrainingJobStatus']} ({final['SecondaryStatus']})"]
     if final.get("FailureReason"):
         lines.append("  FailureReason: " + final["FailureReason"].replace("\n", "\n    "))
     verdicts = {v.rule: v for v in verdicts_of(json.loads((job_dir / "job.json").read_text()))}
+    modes = verdict_step_modes(job_dir, [v.step for v in verdicts.values() if v.step is not None])
     for decision in stop_decisions(job_dir):
         for rule in decision.get("rules") or []:
             step = verdicts[rule].step if rule in verdicts else None
-            lines.append(f"  rule {rule} stopped the job" + (f" at step {step}" if step is not None else ""))
+            lines.append(f"  rule {rule} stopped the job" + (f" at step {step_text(step, modes)}" if step is not None
+                                                             else ""))
     for v in verdicts.values():
         detail = v.details.strip().splitlines()[0] if v.details.strip() else ""
-        lines.append(f"  {v.rule}: {v.status}" + (f" at step {v.step}" if v.step is not None else "")
+        lines.append(f"  {v.rule}: {v.status}" + (f" at step {step_text(v.step, modes)}" if v.step is not None else "")
                      + (f" ({detail[:160]})" if detail else ""))
     lines.append(f"  job directory: {job_dir}")
     if report is not None:

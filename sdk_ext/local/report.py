@@ -18,7 +18,7 @@ from typing import Any
 
 from sdk_ext import __version__
 from sdk_ext.local import svg
-from sdk_ext.local.report_data import Panel, Progress, ReportData, Verdict, collect
+from sdk_ext.local.report_data import Panel, Progress, ReportData, collect
 
 _STATUS_CLASS = {"IssuesFound": "bad", "Error": "bad", "Failed": "bad", "Stopped": "warn", "Stopping": "warn",
                  "NoIssuesFound": "good", "Completed": "good", "InProgress": "info"}
@@ -67,13 +67,14 @@ def outcome(data: ReportData) -> tuple[str, str]:
     if data.stopped_by:
         rules = [r for d in data.stopped_by for r in d.get("rules", [])]
         steps = {v.rule: v.step for v in data.verdicts}
-        parts = [f"rule {r} stopped the job at step {steps.get(r)}" if steps.get(r) is not None
+        parts = [f"rule {r} stopped the job at step {data.step_text(step)}" if (step := steps.get(r)) is not None
                  else f"rule {r} stopped the job" for r in dict.fromkeys(rules)]
         return "bad", "; ".join(parts)
     if status == "Failed":
         return "bad", f"the job failed: {(job.get('FailureReason') or '').splitlines()[0] if job.get('FailureReason') else ''}"
     if fired:
-        names = ", ".join(f"{v.rule} (step {v.step})" if v.step is not None else v.rule for v in fired)
+        names = ", ".join(f"{v.rule} at step {data.step_text(v.step)}" if v.step is not None else v.rule
+                          for v in fired)
         where = f"; the job is {status}" if status else ""
         return "bad", f"rules found issues: {names}{where}"
     if status == "Stopped":
@@ -86,10 +87,18 @@ def outcome(data: ReportData) -> tuple[str, str]:
     return "info", "no job information: the trial only"
 
 
-def _rules_table(verdicts: list[Verdict]) -> str:
+def _step_cell(data: ReportData, step: int | None) -> str:
+    if step is None:
+        return ""
+    mode = data.step_modes.get(step)
+    return f'{step}<br><span class="note">{escape(mode[0])} step {mode[1]}</span>' if mode else str(step)
+
+
+def _rules_table(data: ReportData) -> str:
+    verdicts = data.verdicts
     if not verdicts:
         return '<p class="note">No Debugger rules ran for this job.</p>'
-    rows = "".join(f"<tr><td>{escape(v.rule)}</td><td>{_badge(v.status)}</td><td>{'' if v.step is None else v.step}"
+    rows = "".join(f"<tr><td>{escape(v.rule)}</td><td>{_badge(v.status)}</td><td>{_step_cell(data, v.step)}"
                    f"</td><td><pre>{escape(v.details.strip())}</pre></td></tr>" for v in verdicts)
     return f"<table><tr><th>rule</th><th>status</th><th>step</th><th>details</th></tr>{rows}</table>"
 
@@ -98,11 +107,12 @@ def _facts(rows: list[tuple[str, str]]) -> str:
     return "<table>" + "".join(f"<tr><th>{escape(k)}</th><td>{v}</td></tr>" for k, v in rows if v) + "</table>"
 
 
-def _chart(title: str, y_label: str, panel: Panel, markers: list[svg.Marker], empty: str) -> str:
+def _chart(title: str, y_label: str, panel: Panel, markers: list[svg.Marker], empty: str,
+           x_range: tuple[int, int] | None) -> str:
     if not panel.series:
         return f"<h2>{escape(title)}</h2><p class=\"note\">{escape(empty)}</p>"
     chart = svg.Chart(title=title, y_label=y_label + (" (log scale)" if panel.log_y else ""),
-                      series=panel.series, markers=markers, log_y=panel.log_y)
+                      series=panel.series, markers=markers, log_y=panel.log_y, x_range=x_range)
     legend = "".join(f'<span style="--c:{svg.color(i)}">{escape(s.name)}</span>' for i, s in enumerate(panel.series))
     more = f'<p class="note">and {panel.omitted} more not drawn (sdk-ext trial lists them)</p>' if panel.omitted else ""
     return f"<h2>{escape(title)}</h2>{svg.render(chart)}<div class=\"legend\">{legend}</div>{more}"
@@ -116,6 +126,8 @@ def render_html(data: ReportData) -> str:
                if v.step is not None and v.status == "IssuesFound"]
     steps = data.steps
     step_text = f"{len(steps)} saved ({steps[0]} to {steps[-1]})" if steps else "none"
+    x_range = (steps[0], steps[-1]) if steps else None  # every chart spans the same steps
+    saved = [f"{c} ({n})" for c, n in data.collections.items() if n]
     job_rows = [
         ("training job", escape(str(job.get("TrainingJobName", "")))),
         ("status", _badge(job["TrainingJobStatus"]) + f" {escape(str(job.get('SecondaryStatus', '')))}"
@@ -131,17 +143,17 @@ def render_html(data: ReportData) -> str:
         ("trial", escape(data.trial_path)), ("steps", escape(step_text)),
         ("modes", escape(", ".join(f"{m}: {n} steps" for m, n in data.modes.items()))),
         ("workers", escape(", ".join(data.workers))), ("tensors", str(data.tensor_count)),
-        ("collections", escape(", ".join(f"{c} ({n})" for c, n in data.collections.items()))),
+        ("collections", escape(", ".join(saved) if saved else "none with tensors")),
     ]
     body = [
         f"<h1>sdk_ext report: {escape(data.title)}</h1>",
         f'<div class="outcome {css_class}">{escape(sentence[0].upper() + sentence[1:])}.</div>',
-        "<h2>Rules</h2>", _rules_table(data.verdicts),
-        _chart("Losses", "loss", data.losses, markers, "No loss tensors were saved (collection 'losses')."),
+        "<h2>Rules</h2>", _rules_table(data),
+        _chart("Losses", "loss", data.losses, markers, "No loss tensors were saved (collection 'losses').", x_range),
         _chart("Gradient norms per layer", "L2 norm", data.gradients, markers,
-               "No gradients were saved (collection 'gradients')."),
+               "No gradients were saved (collection 'gradients').", x_range),
         _chart("Weight norms per layer", "L2 norm", data.weights, markers,
-               "No weights were saved (collection 'weights')."),
+               "No weights were saved (collection 'weights').", x_range),
         "<h2>Job</h2>" + _facts(job_rows) if job else "", "<h2>Trial</h2>" + _facts(trial_rows),
         (f"<footer>Written by sdk_ext {escape(__version__)} on "
          f"{datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M:%S UTC')}. Red crosses on a chart's top edge: "

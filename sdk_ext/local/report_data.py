@@ -4,11 +4,16 @@
 (a directory or ``s3://`` prefix), optionally with a job description (``job.json`` or a saved
 DescribeTrainingJob response). Plotted:
 
-* losses: the ``losses`` collection's tensors (else tensors named like ``*loss*``), value per step;
+* losses: the ``losses`` collection's tensors (else tensors named like ``*loss*``), value per step,
+  one series per mode when the job ran more than one (TRAIN and EVAL losses are not one line);
 * gradient and weight norms per layer: the ``gradients`` / ``weights`` collections (else tensors named
   ``gradient/...`` / ``*.weight``), L2 norm per step, the stored ``l2`` reduction when the hook saved
   one, else computed from the saved value;
 * rule verdicts: each rule status with a step (IssuesFound) is a marker on every chart.
+
+Every chart's x axis is the global step, over the same range (the trial's first to last saved step),
+so a step lines up across charts. A verdict's step is shown with its mode step (``58 (TRAIN step 42)``)
+when the job set modes, since the script's own step count is usually the mode's.
 
 Long trials are sampled: at most ``max_points`` steps per chart, evenly spread, plus every step a
 rule fired at. At most ``max_series`` layers per chart; the rest are counted, not drawn.
@@ -68,9 +73,40 @@ class ReportData:
     job: dict[str, Any] | None
     verdicts: list[Verdict]
     stopped_by: list[dict[str, Any]] = field(default_factory=list)  # auto-stop decisions that stopped the job
+    step_modes: dict[int, tuple[str, int]] = field(default_factory=dict)  # verdict step -> (mode, mode step)
     losses: Panel = field(default_factory=lambda: Panel([]))
     gradients: Panel = field(default_factory=lambda: Panel([]))
     weights: Panel = field(default_factory=lambda: Panel([]))
+
+    def step_text(self, step: int) -> str:
+        """``58 (TRAIN step 42)`` for a step of a mode, ``58`` for a GLOBAL or unknown one."""
+        return step_text(step, self.step_modes)
+
+
+def step_text(step: int, step_modes: Mapping[int, tuple[str, int]]) -> str:
+    found = step_modes.get(step)
+    return f"{step} ({found[0]} step {found[1]})" if found is not None else str(step)
+
+
+def modes_of_steps(trial: Trial, steps: Sequence[int]) -> dict[int, tuple[str, int]]:
+    """``{step: (mode name, mode step)}`` for those of ``steps`` that belong to a mode (not GLOBAL)."""
+    found: dict[int, tuple[str, int]] = {}
+    for step in steps:
+        mode, mode_step = trial.mode_modestep(step)
+        if isinstance(mode, ModeKeys) and mode is not ModeKeys.GLOBAL and mode_step is not None:
+            found[step] = (mode.name, mode_step)
+    return found
+
+
+def verdict_step_modes(path: str | os.PathLike[str], steps: Sequence[int]) -> dict[int, tuple[str, int]]:
+    """:func:`modes_of_steps` for a job directory or trial path; empty if the trial cannot be read."""
+    if not steps:
+        return {}
+    try:
+        return modes_of_steps(create_trial(locate(path)[0], timeout=0), steps)
+    except (SdkExtError, OSError, ValueError) as err:
+        logger.debug("modes of steps %s not read: %s", steps, err)
+        return {}
 
 
 def locate(path: str | os.PathLike[str], job_file: str | os.PathLike[str] | None = None) -> tuple[str, dict[str, Any] | None, Path | None]:
@@ -166,11 +202,12 @@ def collect(path: str | os.PathLike[str], *, job_file: str | os.PathLike[str] | 
     weights = _names(trial, "weights", lambda n: n.endswith(".weight") and not n.startswith("gradient/"))
     work = [("loss", n) for n in losses[:max_series]] + [("grad", n) for n in grads[:max_series]] + \
         [("weight", n) for n in weights[:max_series]]
-    series: dict[tuple[str, str], Series] = {}
+    series: dict[tuple[str, str], list[Series]] = {}
     for done, (kind, name) in enumerate(work):
         if progress is not None:
             progress(done, len(work), name)
-        series[(kind, name)] = _read(trial, name, picked, norm=kind != "loss")
+        line = _read(trial, name, picked, norm=kind != "loss")
+        series[(kind, name)] = _split_by_mode(trial, line) if kind == "loss" else [line]
     if progress is not None:
         progress(len(work), len(work), "")
     title = (job or {}).get("TrainingJobName") or trial.name
@@ -182,7 +219,7 @@ def collect(path: str | os.PathLike[str], *, job_file: str | os.PathLike[str] | 
     collections = {name: len(c.tensor_names) for name, c in sorted(trial.collections().items())}
 
     def panel(kind: str, names: list[str]) -> Panel:
-        chosen = [series[(kind, n)] for n in names[:max_series]]
+        chosen = [line for n in names[:max_series] for line in series[(kind, n)]]
         finite = [v for s in chosen for v in s.values if math.isfinite(v)]
         log_y = kind != "loss" or (bool(finite) and min(finite) > 0 and max(finite) / min(finite) > 1e3)
         return Panel(chosen, max(0, len(names) - max_series), log_y)
@@ -190,7 +227,22 @@ def collect(path: str | os.PathLike[str], *, job_file: str | os.PathLike[str] | 
     return ReportData(title=title, trial_path=str(trial_path), steps=steps, modes=modes, workers=trial.workers(),
                       tensor_count=len(trial.tensor_names()), collections=collections, job=job,
                       verdicts=verdicts, stopped_by=stop_decisions(job_dir), losses=panel("loss", losses),
-                      gradients=panel("grad", grads), weights=panel("weight", weights))
+                      gradients=panel("grad", grads), weights=panel("weight", weights),
+                      step_modes=modes_of_steps(trial, marks))
+
+
+def _split_by_mode(trial: Trial, line: Series) -> list[Series]:
+    """One series per mode (``name (TRAIN)``, ``name (EVAL)``; x stays the global step) when the
+    tensor was saved in more than one mode; else ``line`` as it is."""
+    by_mode: dict[ModeKeys, tuple[list[int], list[float]]] = {}
+    for step, value in zip(line.steps, line.values):
+        mode = trial.mode(step) or ModeKeys.GLOBAL
+        xs, ys = by_mode.setdefault(mode, ([], []))
+        xs.append(step)
+        ys.append(value)
+    if len(by_mode) < 2:
+        return [line]
+    return [Series(f"{line.name} ({mode.name})", *by_mode[mode]) for mode in sorted(by_mode, key=lambda m: m.value)]
 
 
 def _read(trial: Trial, name: str, steps: Sequence[int], *, norm: bool) -> Series:

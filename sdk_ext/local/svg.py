@@ -1,6 +1,6 @@
 """Line charts as inline SVG text: no JavaScript, no fonts or files to fetch, readable in any browser.
 
-A chart plots series of (step, value) points on a linear or log10 y axis. A value that is NaN or
+A chart plots series of (global step, value) points on a linear or log10 y axis. A value that is NaN or
 infinite breaks its line and is drawn as a red cross on the top edge (the plot's way of saying
 "the value left the chart here"); markers draw a labelled vertical line at a step (a rule verdict).
 Hovering a line or a marker shows its ``<title>``.
@@ -43,6 +43,7 @@ class Chart:
     series: Sequence[Series]
     markers: Sequence[Marker] = field(default_factory=tuple)
     log_y: bool = False
+    x_range: tuple[int, int] | None = None  # steps the x axis spans at least (to line up several charts)
     width: int = 880
     height: int = 300
 
@@ -99,6 +100,7 @@ def render(chart: Chart) -> str:
     w, h = chart.width, chart.height
     pw, ph = w - left - right, h - top - bottom
     steps = [s for series in chart.series for s in series.steps] + [m.step for m in chart.markers]
+    steps += list(chart.x_range or ())
     x_low, x_high = (min(steps), max(steps)) if steps else (0, 1)
     if x_high == x_low:
         x_high = x_low + 1
@@ -124,7 +126,7 @@ def render(chart: Chart) -> str:
            f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="#fff" stroke="#999"/>',
            (f'<text transform="translate(14 {top + ph / 2}) rotate(-90)" text-anchor="middle" class="axis">'
             f'{escape(chart.y_label)}</text>'),
-           f'<text x="{left + pw / 2}" y="{h - 4}" text-anchor="middle" class="axis">step</text>']
+           f'<text x="{left + pw / 2}" y="{h - 4}" text-anchor="middle" class="axis">global step</text>']
     for tick in nice_ticks(x_low, x_high, 8):
         if x_low <= tick <= x_high and float(tick).is_integer():
             x = px(tick)
@@ -150,7 +152,7 @@ def render(chart: Chart) -> str:
                    f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{top + ph}" stroke="{marker.color}" '
                    f'stroke-width="2" stroke-dasharray="6 4"/>'
                    f'<text x="{x + dx:.1f}" y="{top + 14}" text-anchor="{anchor}" fill="{marker.color}" '
-                   f'class="mlabel">'
+                   f'stroke="#fff" stroke-width="3" paint-order="stroke" class="mlabel">'
                    f'{escape(marker.label)}</text></g>')
     if not plotted:
         out.append(f'<text x="{left + pw / 2}" y="{top + ph / 2}" text-anchor="middle" class="axis">'

@@ -72,9 +72,18 @@ class Hook(BaseHook):
 
     @guarded
     def register_module(self, module: nn.Module) -> None:
-        """Watch ``module`` (the model): its forward marks steps, its parameters and submodules are saved."""
+        """Watch ``module`` (the model): its forward marks steps, its parameters and submodules are saved.
+
+        Registering the registered model again does nothing (the zero-change path may have done it).
+        """
         if self._model is not None:
-            raise ValueError("register_module: a model is registered already; one hook watches one model")
+            if module is self._model or _unwrap_compiled(self._model)[0] is module:
+                return
+            raise ValueError(
+                f"register_module({type(module).__name__}): this hook watches a {type(self._model).__name__} "
+                "already; one hook watches one model (in a zero-change job, register your model before its "
+                "first forward call, or not at all)"
+            )
         inner, self._compiled = _unwrap_compiled(module)
         prefix = type(inner).__name__
         self._model = module

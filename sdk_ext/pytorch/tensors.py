@@ -25,10 +25,10 @@ _WIDEN = (torch.float16, torch.bfloat16)
 def to_numpy(value: Any) -> np.ndarray[Any, Any]:
     """A tensor (or anything numpy accepts) as the array to store."""
     if isinstance(value, torch.Tensor):
-        t = value.detach()
+        t = value.detach() if value.requires_grad else value  # parameters' .data and gradients need no detach
         if t.dtype is torch.bfloat16:
             t = t.float()
-        if t.device.type != "cpu":
+        if not t.is_cpu:
             t = t.cpu()
         if t.is_conj():
             t = t.resolve_conj()

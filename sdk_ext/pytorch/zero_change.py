@@ -15,6 +15,12 @@ Then it adds a global module forward pre-hook that, on the first call of a modul
 the model; loss modules (``nn.modules.loss._Loss``) called outside the model are registered as
 losses. The global pre-hook removes itself a few steps later. The hook is closed at exit. A bad
 config is logged with its reason and training runs without the hook.
+
+One hook per process: a script that also asks for a hook (``Hook.create_from_json_file()``,
+``get_hook(create_if_not_exists=True)``, or its own ``Hook(...)``) shares it with this path, before
+or after the first forward call (see :mod:`sdk_ext.hooks.registry`), and the trial gets the same
+files as with either path alone. Registering the model or a loss that is registered already does
+nothing.
 """
 
 from __future__ import annotations
@@ -25,12 +31,12 @@ import threading
 from typing import Any
 
 from sdk_ext.exceptions import ConfigError
-from sdk_ext.hooks import json_config
+from sdk_ext.hooks import json_config, registry
 
 logger = logging.getLogger(__name__)
 
 _lock = threading.Lock()  # guards _state
-_state: dict[str, Any] = {"hook": None, "handle": None, "installed": False, "steps": 0}
+_state: dict[str, Any] = {"failed": None, "handle": None, "installed": False, "steps": 0}
 _WATCH_STEPS = 3  # steps during which new loss modules are looked for
 
 
@@ -39,27 +45,27 @@ def _enabled() -> bool:
 
 
 def get_hook(json_config_path: str | None = None, create_if_not_exists: bool = False) -> Any:
-    """The zero-change hook: the one created so far, or (``create_if_not_exists``) a new one from the config.
+    """The process's PyTorch hook (smdebug's ``get_hook``): the one that exists, whoever created it, or
+    (``create_if_not_exists``) a new one from the config, which then is the process's hook.
 
-    Returns None when there is no config file, ``USE_SMDEBUG`` is off, or the config is invalid (logged).
+    Returns None when there is none and there is no config file, ``USE_SMDEBUG`` is off, or the
+    config is invalid (logged once).
     """
     from sdk_ext.pytorch.hook import Hook
 
-    with _lock:
-        hook = _state["hook"]
-        if hook is not None or not create_if_not_exists:
-            return hook
+    with registry.lock:
+        hook = registry.current()
+        if isinstance(hook, Hook) or not create_if_not_exists:
+            return hook if isinstance(hook, Hook) else None
         path = json_config.config_path(json_config_path)
-        if not _enabled() or not os.path.isfile(path):
+        if not _enabled() or not os.path.isfile(path) or _state["failed"] == path:
             return None
         try:
-            hook = Hook.create_from_json_file(path)
+            return Hook.create_from_json_file(path)
         except ConfigError as err:
             logger.error("sdk_ext: not saving debugging data: %s", err)
-            _state["hook"] = False
+            _state["failed"] = path
             return None
-        _state["hook"] = hook
-        return hook
 
 
 def install(json_config_path: str | None = None) -> bool:
@@ -86,7 +92,7 @@ def _on_module_call(module: Any, path: str) -> None:
 
     try:
         hook = get_hook(path, create_if_not_exists=True)
-        if not hook:
+        if hook is None:
             _uninstall()
             return
         if hook._model is None:
@@ -115,12 +121,13 @@ def _uninstall() -> None:
 
 
 def uninstall() -> None:
-    """Remove the global pre-hook and forget the zero-change hook (closing it)."""
+    """Remove the global pre-hook and close the process's hook (it is forgotten)."""
     _uninstall()
-    hook = _state["hook"]
-    if hook:
+    hook = registry.current()
+    if hook is not None:
         hook.close()
-    _state.update(hook=None, installed=False, steps=0)
+    registry.forget()
+    _state.update(failed=None, installed=False, steps=0)
 
 
 def _ensure_log_output() -> None:

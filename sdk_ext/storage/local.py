@@ -1,15 +1,21 @@
 """Storage on a local directory.
 
-Writes go to ``<key>.<pid>-<random>.tmp`` and are renamed into place on commit, so a reader (or a crash) never
-turns a half-written file into data; listings skip ``.tmp`` names.
+Writes go to ``<key>.<pid>-<random>-<n>.tmp`` and are renamed into place on commit, so a reader (or a crash)
+never turns a half-written file into data; listings skip ``.tmp`` names.
+
+A writer buffers up to :data:`WRITE_BUFFER` bytes, so the small records of a training step reach the
+disk in one or two ``write`` calls (each call releases the GIL, and a training thread gets it back
+only when other threads let go). Directories known to exist are not looked up again.
 """
 
 from __future__ import annotations
 
 import builtins
 import errno
+import itertools
 import os
 import secrets
+import threading
 from collections.abc import Iterable, Iterator, Sequence
 from typing import IO
 
@@ -18,6 +24,33 @@ from sdk_ext.storage.base import Buffer, ReadRequest
 
 TMP_SUFFIX = ".tmp"
 _SLASH = os.sep == "/" and os.altsep is None
+
+WRITE_BUFFER = 256 * 1024
+_MADE_DIRS_LIMIT = 65536
+
+
+class _TmpNames:
+    """Temporary names unique across writers, threads and processes: ``{pid}-{random}-{counter}``
+    (the random part is drawn once per process, so no system call per file; two processes never
+    share it, even when they have the same pid in different containers)."""
+
+    def __init__(self) -> None:
+        self._pid = -1
+        self._prefix = ""
+        self._counter = itertools.count()
+        self._lock = threading.Lock()  # guards _pid and _prefix
+
+    def next(self) -> str:
+        pid = os.getpid()
+        if pid != self._pid:  # first use, or a forked child
+            with self._lock:
+                if pid != self._pid:
+                    self._prefix = f"{pid}-{secrets.token_hex(4)}-"
+                    self._pid = pid
+        return f"{self._prefix}{next(self._counter)}"
+
+
+_TMP_NAMES = _TmpNames()
 
 
 def _translate(err: OSError, what: str) -> StorageError:
@@ -31,17 +64,44 @@ def _translate(err: OSError, what: str) -> StorageError:
 class _LocalWriter:
     """Writes ``path.tmp``; ``commit`` renames it to ``path``."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, made_dirs: set[str] | None = None) -> None:
         self._path = path
         # unique per writer: two processes may commit the same key (every worker writes the end marker)
-        self._tmp = f"{path}.{os.getpid()}-{secrets.token_hex(4)}{TMP_SUFFIX}"
+        self._tmp = f"{path}.{_TMP_NAMES.next()}{TMP_SUFFIX}"
         self._file: IO[bytes] | None = None
+        self._made_dirs = made_dirs if made_dirs is not None else set()
 
     def _open(self) -> IO[bytes]:
         if self._file is None:
-            os.makedirs(os.path.dirname(self._path), exist_ok=True)
-            self._file = open(self._tmp, "wb")  # noqa: SIM115 - open until commit() or abort()
+            directory = os.path.dirname(self._path)
+            self._ensure_dir(directory)
+            try:
+                self._file = open(self._tmp, "wb", buffering=WRITE_BUFFER)  # noqa: SIM115 - open until commit/abort
+            except FileNotFoundError:  # the directory was removed since it was made
+                self._made_dirs.discard(directory)
+                self._ensure_dir(directory)
+                self._file = open(self._tmp, "wb", buffering=WRITE_BUFFER)  # noqa: SIM115
         return self._file
+
+    def _ensure_dir(self, directory: str) -> None:
+        made = self._made_dirs
+        if directory in made:
+            return
+        parent = os.path.dirname(directory)
+        if parent in made:  # one mkdir (a training step's own directory under events/)
+            try:
+                os.mkdir(directory)
+            except FileExistsError:
+                pass
+            except FileNotFoundError:  # the parent was removed since
+                made.discard(parent)
+                os.makedirs(directory, exist_ok=True)
+        else:
+            os.makedirs(directory, exist_ok=True)
+            made.add(parent)
+        if len(made) >= _MADE_DIRS_LIMIT:
+            made.clear()
+        made.add(directory)
 
     def write(self, data: Buffer) -> None:
         try:
@@ -73,6 +133,7 @@ class LocalStorage:
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = os.path.abspath(os.path.expanduser(os.fspath(root)))
+        self._made_dirs: set[str] = set()  # directories this storage created or found (set ops are atomic)
 
     def __repr__(self) -> str:
         return f"LocalStorage({self.root!r})"
@@ -151,7 +212,7 @@ class LocalStorage:
             raise
 
     def open_write(self, key: str) -> _LocalWriter:
-        return _LocalWriter(self.path(key))
+        return _LocalWriter(self.path(key), self._made_dirs)
 
     def delete(self, key: str) -> None:
         try:

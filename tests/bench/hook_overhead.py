@@ -127,8 +127,9 @@ def main(argv: list[str] | None = None) -> int:
         "ms/step = median block, overhead = median over rounds of the ratio to no hook in the same round.\n\n"
         "Saving every step writes the files the format requires (per step and worker: one directory, one event "
         "file, one index file; the same files for both implementations). On this VM's disk creating a file or "
-        "directory costs about 0.5 ms of kernel time and writeback is shared with other jobs, so the disk runs "
-        "are bound by that file work; the tmpfs runs show what the hooks themselves cost.\n"
+        "directory costs 15-30 us when the disk is quiet and up to ~0.5 ms while other jobs' writeback keeps it "
+        "busy, so disk runs vary from run to run (see the ranges below the tables); the tmpfs runs show what the "
+        "hooks themselves cost.\n"
     )
     body = header + "\n" + "\n\n".join(sections)
     print(body)

@@ -27,7 +27,10 @@ def test_smdebug_reads_a_trial_the_hook_wrote_straight_to_s3(s3, tmp_path: Path,
 def test_hook_objects_on_s3_are_whole_when_they_appear(s3) -> None:
     write_trial(s3.uri("t"))
     puts = [r.path.split("/", 2)[2] for r in s3.proxy.requests if r.method == "PUT"]
-    assert all(r.method == "PUT" and not r.query for r in s3.proxy.requests)  # single PUTs: no multipart
+    # one listing (the hook refuses a prefix holding a finished trial), then single PUTs: no multipart
+    check, *writes = s3.proxy.requests
+    assert check.method == "GET" and "list-type=2" in check.query and "training_job_end.ts" in check.query
+    assert all(r.method == "PUT" and not r.query for r in writes)
     keys = s3.keys("t/")
     assert sorted(set(puts)) == keys
     assert not [k for k in keys if k.endswith((".tmp", "claim.smd"))]

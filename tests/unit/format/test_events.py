@@ -121,3 +121,15 @@ def test_fixture_record_bytes_match_format_example():
     value = np.frombuffer(bytes.fromhex("8c2eba3d"), dtype="<f4").reshape(())
     got = encode_tensor_event("loss", value, step=1, wall_time=1700000000.25, mode=ModeKeys.TRAIN, mode_step=1)
     assert got == expected
+
+
+def test_one_tag_saved_with_other_shapes_dtypes_and_layouts_encodes_each_as_it_is():
+    """The encoder reuses per-tag layouts between steps; a tag whose value changes shape, dtype, byte
+    order or memory layout must still be encoded from the value at hand."""
+    base = np.arange(12, dtype=np.float32).reshape(3, 4)
+    values = [base, base, base.T, base[:, ::2], base.astype(">f4"), base.astype(np.float64), base.reshape(12),
+              np.float32(3).reshape(()), base[:0], np.array(["a", "bc"])]
+    for step, arr in enumerate(values * 2):
+        for mode_step in (step, step + 1000):
+            payload = encode_tensor_event("w", arr, step=step, wall_time=1.5, mode=ModeKeys.TRAIN, mode_step=mode_step)
+            assert payload == _reference_payload("w", arr, step, 1.5, ModeKeys.TRAIN, mode_step)

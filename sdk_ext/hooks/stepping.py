@@ -1,0 +1,157 @@
+"""A hook's steps and modes, and its fail-open boundary (the part of :class:`~sdk_ext.hooks.Hook` that
+decides *when* things happen; saving and the output's lifecycle live in :mod:`sdk_ext.hooks.hook`).
+
+Steps: every :meth:`HookSteps.begin_step` advances the global step and the step of the current mode
+(both start at 0). A value saved outside an open step opens the next one. What a step saves is
+decided by :class:`~sdk_ext.hooks.policy.SavePolicy`; the files of a saved step are opened when it
+starts (or when collections change inside it) and committed when it ends.
+
+Failure policy: after the constructor, no public method raises. :func:`guarded` is the boundary: the
+first failure is logged once with its traceback, the hook disables itself and training goes on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+from sdk_ext.hooks.output import TrialOutput
+from sdk_ext.hooks.policy import SavePolicy
+from sdk_ext.hooks.steps import Step, StepCounter
+from sdk_ext.modes import ModeKeys
+
+logger = logging.getLogger(__name__)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def guarded(method: F) -> F:
+    """The one fail-open boundary: a failure disables the hook instead of reaching the training loop."""
+
+    @functools.wraps(method)
+    def wrapper(self: HookSteps, *args: Any, **kwargs: Any) -> Any:
+        if self._disabled:
+            return None
+        try:
+            return method(self, *args, **kwargs)
+        except Exception:  # noqa: BLE001 - everything; training must go on
+            self._fail(method.__name__)
+            return None
+
+    return wrapper  # type: ignore[return-value]
+
+
+class HookSteps:
+    """Step and mode bookkeeping of a hook; :class:`~sdk_ext.hooks.Hook` sets the fields below."""
+
+    out_dir: str
+    policy: SavePolicy
+    failure: BaseException | None  #: the exception that disabled the hook, if one did
+    _out: TrialOutput | None
+    _worker_ready: bool
+    _disabled: bool
+    _explicit_steps: bool  # the script calls begin_step/step(): forward calls do not start steps
+    _steps: StepCounter
+    _in_step: bool
+
+    def _setup_worker(self) -> None:
+        """Resolve rank and world size at the first step; open the output if this worker writes."""
+        raise NotImplementedError
+
+    # --- public API ------------------------------------------------------------------------------
+
+    @property
+    def global_step(self) -> int:
+        """The current (or last) global step; -1 before the first."""
+        return self._steps.current.global_step
+
+    @property
+    def mode(self) -> ModeKeys:
+        return self._steps.mode
+
+    @property
+    def mode_step(self) -> int:
+        """The step within the mode of the current step."""
+        return self._steps.current.mode_step
+
+    @property
+    def disabled(self) -> bool:
+        """True once the hook has failed (or was closed): it saves nothing more."""
+        return self._disabled
+
+    @guarded
+    def set_mode(self, mode: ModeKeys | str | int) -> None:
+        """Set the mode of the steps that follow (an open step keeps its own)."""
+        self._steps.mode = ModeKeys.parse(mode)
+
+    @guarded
+    def begin_step(self, global_step: int | None = None) -> None:
+        """Start the next step (closing an open one). ``global_step`` jumps ahead, e.g. after a restart."""
+        self._explicit_steps = True
+        self._begin_step(global_step)
+
+    @guarded
+    def end_step(self) -> None:
+        """Finish the open step: its files are complete once this returns (or soon after, see flush)."""
+        self._end_step()
+
+    @contextlib.contextmanager
+    def step(self, global_step: int | None = None) -> Iterator[int]:
+        """``with hook.step(): ...`` = begin_step() ... end_step(); yields the global step."""
+        self.begin_step(global_step)
+        try:
+            yield self._steps.current.global_step
+        finally:
+            self.end_step()
+
+    # --- internals -------------------------------------------------------------------------------
+
+    def _ensure_step(self) -> None:
+        if not self._in_step:
+            self._begin_step(None)
+
+    def _begin_step(self, global_step: int | None) -> None:
+        if self._in_step:
+            self._end_step()
+        if not self._worker_ready:
+            self._setup_worker()
+        step = self._steps.next(global_step)
+        self._in_step = True
+        self._open_current_step(step)
+
+    def _open_current_step(self, step: Step) -> None:
+        self.policy.begin_step(step.mode, step.mode_step)
+        if self.policy.active and self._out is not None and not self._out.step_open:
+            self._out.open_step(step.global_step, step.mode, step.mode_step)
+
+    def _refresh_step(self) -> None:
+        """Collections changed inside a step: decide the step again (its files may start now)."""
+        self._open_current_step(self._steps.current)
+
+    def _end_step(self) -> None:
+        self._in_step = False
+        if self.policy.active and self._out is not None and self._out.step_open:
+            changed, self.policy.names_changed = self.policy.names_changed, False
+            self._out.close_step(collections_changed=changed)
+
+    def _fail(self, where: str) -> None:
+        if self.failure is None:
+            self.failure = sys.exc_info()[1]
+        if not self._disabled:
+            logger.exception(
+                "sdk_ext hook failed in %s; the hook is disabled for the rest of training (training goes on). "
+                "Steps completed before this point are intact in %s.",
+                where,
+                self.out_dir,
+            )
+        self._disabled = True
+        if self._out is not None:
+            with contextlib.suppress(Exception):
+                self._out.abort_step()
+
+
+__all__ = ["HookSteps", "guarded"]

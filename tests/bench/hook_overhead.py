@@ -27,9 +27,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from tests.bench._markdown import write_section
+
 REPO = Path(__file__).resolve().parents[2]
 WORKER = Path(__file__).with_name("_hook_worker.py")
-MARK_START, MARK_END = "<!-- bench:hook_overhead:start -->", "<!-- bench:hook_overhead:end -->"
 
 
 def run_worker(python: str, impl: str, out: Path, blocks: int) -> dict[str, Any]:
@@ -81,17 +82,6 @@ def table(res: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def write_markdown(path: Path, body: str) -> None:
-    section = f"{MARK_START}\n{body}\n{MARK_END}"
-    text = path.read_text() if path.exists() else "# Benchmarks\n"
-    if MARK_START in text and MARK_END in text:
-        head, rest = text.split(MARK_START, 1)
-        text = head + section + rest.split(MARK_END, 1)[1]
-    else:
-        text = text.rstrip("\n") + "\n\n" + section + "\n"
-    path.write_text(text)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--blocks", type=int, default=20, help="timed blocks of 25 steps per config")
@@ -134,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     body = header + "\n" + "\n\n".join(sections)
     print(body)
     if args.write_md:
-        write_markdown(REPO / "BENCHMARKS.md", body)
+        write_section("hook_overhead", body)
     return 0
 
 

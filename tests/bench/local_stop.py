@@ -32,10 +32,10 @@ from pathlib import Path
 
 from sdk_ext.format.paths import DEFAULT_WORKER, index_key
 from sdk_ext.local import LocalSettings, run_training_job
+from tests.bench._markdown import write_section
 
 REPO = Path(__file__).resolve().parents[2]
 BAD_STEP = 30
-MARK_START, MARK_END = "<!-- bench:local_stop:start -->", "<!-- bench:local_stop:end -->"
 
 TRAIN = """
 import json, os, sys, time
@@ -99,17 +99,6 @@ def summarize(values: list[float]) -> str:
     return f"{statistics.median(values):.2f} / {p95:.2f}"
 
 
-def write_markdown(path: Path, section: str) -> None:
-    text = path.read_text() if path.exists() else "# Benchmarks\n"
-    block = f"{MARK_START}\n{section.rstrip()}\n{MARK_END}"
-    if MARK_START in text and MARK_END in text:
-        head, rest = text.split(MARK_START, 1)
-        text = head + block + rest.split(MARK_END, 1)[1]
-    else:
-        text = text.rstrip("\n") + "\n\n" + block + "\n"
-    path.write_text(text)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=10)
@@ -141,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(body)
     if args.write_md:
-        write_markdown(REPO / "BENCHMARKS.md", body)
+        write_section("local_stop", body)
     return 0
 
 

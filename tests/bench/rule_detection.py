@@ -35,10 +35,11 @@ import time
 from pathlib import Path
 
 from sdk_ext.format.paths import index_key
+from tests.bench._markdown import markers, write_section
 
 REPO = Path(__file__).resolve().parents[2]
 SMDEBUG_WORKER = Path(__file__).with_name("_smdebug_rule_worker.py")
-MARK_START, MARK_END = "<!-- bench:rule_detection:start -->", "<!-- bench:rule_detection:end -->"
+MARK_START, MARK_END = markers("rule_detection")
 
 
 def _env() -> dict[str, str]:
@@ -175,18 +176,6 @@ def markdown(results: dict[str, dict[str, dict[str, float]]], runs: dict[str, in
     return "\n".join(lines)
 
 
-def write_md(text: str) -> None:
-    path = REPO / "BENCHMARKS.md"
-    old = path.read_text() if path.exists() else "# Benchmarks\n"
-    if MARK_START in old and MARK_END in old:
-        head, rest = old.split(MARK_START, 1)
-        tail = rest.split(MARK_END, 1)[1]
-        new = head + text + tail
-    else:
-        new = old.rstrip("\n") + "\n\n" + text + "\n"
-    path.write_text(new)
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     p.add_argument("--runs", type=int, default=10, help="runs per evaluator in the steady scenario")
@@ -221,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     text = markdown(results, runs, args, command.strip(), summarize(stops))
     print(text)
     if args.write_md:
-        write_md(text)
+        write_section("rule_detection", text)
     return 0
 
 

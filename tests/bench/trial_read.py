@@ -39,12 +39,12 @@ import numpy as np
 
 from sdk_ext.modes import ModeKeys
 from sdk_ext.storage import LocalStorage
+from tests.bench._markdown import write_section
 from tests.trial_builder import TrialBuilder
 
 REPO = Path(__file__).resolve().parents[2]
 WORKER = Path(__file__).with_name("_trial_read_worker.py")
 SHAPES = {"small": (2000, 50, (100,)), "large": (200, 20, (256, 256))}
-MARK_START, MARK_END = "<!-- bench:trial_read:start -->", "<!-- bench:trial_read:end -->"
 
 
 def generate(root: Path, kind: str) -> Path:
@@ -151,17 +151,6 @@ def table(results: dict[str, dict[str, Any]], repeat: int) -> str:
     return "\n".join(rows) + f"\n\nBest of {repeat} runs each, fresh process per run, warm page cache."
 
 
-def write_markdown(path: Path, body: str) -> None:
-    section = f"{MARK_START}\n{body}\n{MARK_END}"
-    text = path.read_text() if path.exists() else "# Benchmarks\n"
-    if MARK_START in text and MARK_END in text:
-        head, rest = text.split(MARK_START, 1)
-        text = head + section + rest.split(MARK_END, 1)[1]
-    else:
-        text = text.rstrip("\n") + "\n\n" + section + "\n"
-    path.write_text(text)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dir", type=Path, help="where to generate (and keep) the trials; default: a temp dir")
@@ -188,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(body)
     if args.write_md:
-        write_markdown(REPO / "BENCHMARKS.md", body)
+        write_section("trial_read", body)
     return 0
 
 

@@ -1,6 +1,6 @@
 """Run every benchmark module in tests/bench (``python -m tests.bench [args passed to each]``).
 
-Each module (not starting with ``_``) provides ``main(argv) -> int``; see its docstring for what it
+Each benchmark module (helpers and profiling loops start with ``_``) provides ``main(argv) -> int``; see its docstring for what it
 measures and how to run it alone (``python -m tests.bench.<module>``).
 """
 

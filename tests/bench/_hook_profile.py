@@ -1,7 +1,7 @@
 """A CNN training loop with the save-all hook, to profile the hook's write path (not a benchmark).
 
-    python -m tests.bench.hook_profile --steps 1500 [--impl sdk_ext|smdebug] [--dir /tmp] [--no-hook]
-    strace -f -c python -m tests.bench.hook_profile --steps 1500   # minus a --steps 500 run: per-step calls
+    python -m tests.bench._hook_profile --steps 1500 [--impl sdk_ext|smdebug] [--dir /tmp] [--no-hook]
+    strace -f -c python -m tests.bench._hook_profile --steps 1500   # minus a --steps 500 run: per-step calls
 
 The model, data and hook config are hook_overhead's CNN "save_all" (weights, biases, gradients every
 step, one torch thread). Prints ms/step of the timed steps; the trial goes to a new directory under

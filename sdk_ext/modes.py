@@ -45,6 +45,13 @@ class ModeKeys(Enum):
 
 ALL_MODES: tuple[ModeKeys, ...] = (ModeKeys.TRAIN, ModeKeys.EVAL, ModeKeys.PREDICT, ModeKeys.GLOBAL)
 
+# smdebug exports ModeKeys itself as ``smdebug.modes``, so code written for it says ``modes.TRAIN``:
+# with these, ``from sdk_ext import modes`` (and ``sdk_ext.pytorch.modes``) answer the same.
+TRAIN = ModeKeys.TRAIN
+EVAL = ModeKeys.EVAL
+PREDICT = ModeKeys.PREDICT
+GLOBAL = ModeKeys.GLOBAL
+
 
 class StepState(Enum):
     """Answer of ``Trial.has_passed_step``."""
@@ -54,4 +61,4 @@ class StepState(Enum):
     NOT_YET_AVAILABLE = 2
 
 
-__all__ = ["ALL_MODES", "ModeKeys", "StepState"]
+__all__ = ["ALL_MODES", "EVAL", "GLOBAL", "PREDICT", "TRAIN", "ModeKeys", "StepState"]

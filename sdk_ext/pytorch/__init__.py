@@ -1,5 +1,6 @@
 """The PyTorch hook (``sdk_ext.pytorch.Hook``) and the zero-script-change entry (``get_hook``, ``zero_change``)."""
 
+from sdk_ext import modes  # smdebug.pytorch.modes: ``hook.set_mode(smd.modes.TRAIN)``
 from sdk_ext.hooks import (
     Collection,
     CollectionKeys,
@@ -22,4 +23,5 @@ __all__ = [
     "SaveConfig",
     "SaveConfigMode",
     "get_hook",
+    "modes",
 ]

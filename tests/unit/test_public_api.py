@@ -30,6 +30,15 @@ def test_public_names_exist(module):
     assert [n for n in CONTRACT[module].split() if not hasattr(mod, n)] == []
 
 
+def test_smdebug_style_mode_names_answer_as_in_smdebug():
+    # Code written for smdebug says ``smd.modes.TRAIN`` (import smdebug.pytorch as smd) or ``modes.EVAL``.
+    import sdk_ext.pytorch as smd
+    from sdk_ext import modes
+
+    assert (modes.TRAIN, modes.EVAL, modes.PREDICT, modes.GLOBAL) == tuple(ModeKeys)
+    assert smd.modes.TRAIN is ModeKeys.TRAIN
+
+
 def test_every_exception_derives_from_the_root():
     import sdk_ext.exceptions as exc
 

@@ -138,8 +138,12 @@ def read_values(reader: ValueReader, plan: StepPlan, name: str) -> list[Array] |
             if seed == 0 and hits.size == n - 1:  # the common case: one layout, one chunk, in order
                 out[1:] = rows
                 return out  # type: ignore[return-value]
-            for at, row in zip(hits.tolist(), rows):
-                out[at] = row
+            first = int(hits[0])
+            if int(hits[-1]) - first + 1 == hits.size:  # a run of steps (the files of a chunk, in order)
+                out[first : first + hits.size] = rows
+            else:
+                for at, row in zip(hits.tolist(), rows):
+                    out[at] = row
             done.append(hits)
         if done:
             left = np.ones(n, bool)

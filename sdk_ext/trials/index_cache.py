@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import bisect
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from sdk_ext.exceptions import ConfigError
@@ -77,6 +77,7 @@ class TrialIndex:
         self.names: set[str] = set()
         self.last_complete_step = -1
         self.generation = 0  # bumped whenever step files are added
+        self.on_new_files: Callable[[], None] | None = None  # called after the generation is bumped
         # Step files share their name sets, so "the steps of tensor X" is a union over a few sets:
         # id(name set) -> (name set, global steps), and (mode, id) -> (name set, [(mode step, global step)])
         self.steps_by_names: dict[int, tuple[frozenset[str], list[int]]] = {}
@@ -123,6 +124,8 @@ class TrialIndex:
         finally:
             if added:
                 self.generation += 1
+                if self.on_new_files is not None:
+                    self.on_new_files()
                 logger.debug("read %d new index files from %s", added, self.storage.uri)
             self._advance()
         return added

@@ -53,6 +53,8 @@ class TrialOptions:
         file_cache_bytes: budget of the cache of whole event files (least recently used out).
         whole_file_bytes: event files up to this size are read whole on their first value read
             (one request for all their records); larger ones are read record by record.
+        read_ahead_bytes: most bytes of values decoded ahead when ``value()`` walks one tensor
+            step after step (see :mod:`sdk_ext.trials.reads`); 0 reads strictly one value per call.
     """
 
     collections_timeout: float = 10.0
@@ -62,6 +64,7 @@ class TrialOptions:
     incomplete_step_window: int = 1000
     file_cache_bytes: int = 256 << 20
     whole_file_bytes: int = 1 << 20
+    read_ahead_bytes: int = 1 << 20
     clock: Clock = field(default_factory=Clock)
 
     def __post_init__(self) -> None:

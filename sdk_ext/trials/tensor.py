@@ -39,13 +39,14 @@ def _mode(mode: ModeKeys | str | int) -> ModeKeys:
 class Tensor:
     """A tensor of a :class:`~sdk_ext.trials.Trial`; get one with ``trial.tensor(name)``."""
 
-    __slots__ = ("_steps", "_steps_key", "_trial", "name")
+    __slots__ = ("_ahead", "_steps", "_steps_key", "_trial", "name")
 
     def __init__(self, name: str, trial: Trial) -> None:
         self.name = name
         self._trial = trial
         self._steps_key: tuple[int, bool, int] | None = None
         self._steps: dict[ModeKeys, tuple[list[int], list[int]]] = {}  # mode -> (steps, global steps)
+        self._ahead: dict[int, np.ndarray[Any, Any]] | None = None  # values read ahead (sdk_ext.trials.reads)
 
     @property
     def trial(self) -> Trial:
@@ -136,22 +137,38 @@ class Tensor:
 
     def value(self, step_num: int, mode: ModeKeys = _GLOBAL, worker: str | None = None) -> np.ndarray[Any, Any]:
         """The saved array at ``step_num`` (dtype and shape as written)."""
-        name = self.name
         sf = None
+        name = self.name
+        reads = self._trial._reads
         if mode is _GLOBAL and worker is None:  # the hot path, inlined from _step_file
+            ahead = self._ahead
+            if ahead is not None:  # a window read ahead (see sdk_ext.trials.reads)
+                value = ahead.pop(step_num, None)
+                if value is not None:
+                    return value
             files = self._trial._index.by_step.get(step_num)
             if files is not None:
                 for f in files:
                     if name in f.names:
                         sf = f
                         break
+            if sf is not None:
+                loc = sf.raw.get(name)
+                if loc is not None:
+                    previous = reads.last_step if reads.last_name == name else None
+                    reads.last_name, reads.last_step = name, step_num
+                    if previous is not None and previous < step_num:
+                        value = reads.read_ahead(self, sf, loc, step_num, previous, self._all_steps(_GLOBAL)[0])
+                        if value is not None:
+                            return value
+                    return reads.read(sf, loc, name, step_num, mode)
         if sf is None:
             mode = _mode(mode)
             sf = self._step_file(step_num, mode, worker)
         loc = sf.raw.get(name)
         if loc is None:
             raise TensorUnavailableForStep(name, step_num, mode, has_reductions=name in sf.reductions)
-        return self._trial._reads.read(sf, loc, name, step_num, mode)
+        return reads.read(sf, loc, name, step_num, mode)
 
     def values(self, mode: ModeKeys = _GLOBAL, worker: str | None = None) -> dict[int, np.ndarray[Any, Any]]:
         """``{step: value}`` over the complete steps: the way to read a tensor at every step.

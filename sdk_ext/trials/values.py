@@ -76,6 +76,11 @@ class ValueReader:
         self.batched = 0  # values decoded many at a time (sdk_ext.trials.bulk), for benchmarks and tests
 
     @property
+    def whole_file_bytes(self) -> int:
+        """Event files up to this size are read whole (and can be batch-decoded)."""
+        return self._options.whole_file_bytes
+
+    @property
     def decoder(self) -> RecordDecoder:
         return self._decoder
 

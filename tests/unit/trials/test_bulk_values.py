@@ -33,6 +33,11 @@ def same(a: np.ndarray, b: np.ndarray) -> bool:
     return type(a) is type(b) and a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
 
 
+def one_at_a_time(storage: Storage, options: TrialOptions | None = None) -> Trial:
+    """A trial that reads strictly one value per ``value()`` call (no read-ahead): the reference."""
+    return create_trial(storage, options=(options or TrialOptions()).with_changes(read_ahead_bytes=0), timeout=0)
+
+
 def outcome(call: Any) -> tuple[str, Any]:
     try:
         return "ok", call()
@@ -85,7 +90,7 @@ def test_values_are_bit_identical_to_reading_step_by_step(data: st.DataObject) -
         mode_steps[mode] += 1
     builder.end()
     options = TrialOptions(training_end_delay=0)
-    fast, slow = create_trial(storage, options=options, timeout=0), create_trial(storage, options=options, timeout=0)
+    fast, slow = create_trial(storage, options=options, timeout=0), one_at_a_time(storage, options)
     for name in tensors:
         for mode in (GLOBAL, TRAIN, EVAL):
             for worker in [None, *workers]:
@@ -106,7 +111,7 @@ def test_steps_across_varint_and_digit_boundaries_are_read_in_one_batch() -> Non
     storage = InMemoryStorage()
     steps = [*range(5, 15), *range(95, 105), *range(120, 136), *range(16378, 16390)]
     trial_of(storage, steps, {"w": lambda s: np.full((2, 3), s, np.float32), "loss": lambda s: np.full((), s, np.float64)})
-    fast, slow = create_trial(storage, timeout=0), create_trial(storage, timeout=0)
+    fast, slow = create_trial(storage, timeout=0), one_at_a_time(storage)
     for name in ("w", "loss"):
         assert assert_values_match_step_by_step(fast, slow, name, GLOBAL, None) == len(steps)
     assert fast._reads.reader.batched == 2 * (len(steps) - 1)  # all but the first of each tensor
@@ -145,7 +150,7 @@ def test_real_crc_footers_and_a_changed_shape_fall_back_record_by_record() -> No
     trial_of(storage, list(range(30)), {"w": lambda s: np.full((3,) if s % 10 else (1, 3), s, np.float32)})
     for step in (4, 17):
         rewrite_with_real_crc_footers(storage, f"events/{step:012d}/{step:012d}_worker_0.tfevents")
-    fast, slow = create_trial(storage, timeout=0), create_trial(storage, timeout=0)
+    fast, slow = create_trial(storage, timeout=0), one_at_a_time(storage)
     assert assert_values_match_step_by_step(fast, slow, "w", GLOBAL, None) == 30
     assert fast._reads.reader.batched == 30 - 2 - 2  # all but the CRC footers and the first of each shape
 
@@ -177,7 +182,7 @@ def test_a_corrupt_record_in_the_middle_raises_naming_file_and_offset(where: str
 def test_when_files_cannot_be_cached_whole_values_are_read_step_by_step(options: TrialOptions) -> None:
     storage = InMemoryStorage()
     trial_of(storage, list(range(30)), {"w": lambda s: np.arange(10.0) + s, "v": lambda s: np.ones(3) * s})
-    fast, slow = create_trial(storage, options=options, timeout=0), create_trial(storage, timeout=0)
+    fast, slow = create_trial(storage, options=options, timeout=0), one_at_a_time(storage)
     assert assert_values_match_step_by_step(fast, slow, "w", GLOBAL, None) == 30
     assert fast._reads.reader.batched == 0
 
@@ -200,7 +205,7 @@ def test_strings_bfloat16_and_a_shape_changing_at_every_step_are_read_one_at_a_t
         "half": lambda s: (np.arange(4) * s).astype(ml_dtypes.bfloat16),
         "growing": lambda s: np.arange(s + 1, dtype=np.int16),  # a new layout every step: more than _MAX_ROUNDS
     })
-    fast, slow = create_trial(storage, timeout=0), create_trial(storage, timeout=0)
+    fast, slow = create_trial(storage, timeout=0), one_at_a_time(storage)
     for name in ("names", "half", "growing"):
         assert assert_values_match_step_by_step(fast, slow, name, GLOBAL, None) == 24
     assert fast._reads.reader.batched == 0

@@ -9,17 +9,18 @@ came into smdebug's TensorUnavailableForStep.
 Value read-ahead. ``for step in tensor.steps(): tensor.value(step)`` is how smdebug users read a
 tensor, and one value at a time costs a few microseconds of Python, far more than decoding a small
 record. So when ``value()`` is called for one tensor at two of its steps in a row, one right after
-the other (no other tensor's value in between), the next steps of that tensor are decoded in one
-batch (the many-steps path) and handed out by the following calls, each value once. The window starts at ``AHEAD_FIRST``
-steps and grows while the walk goes on (16-fold on storage read straight into memory, local disk,
-where a file costs microseconds; fourfold elsewhere, where the files of steps never read would cost
-round trips), up to ``TrialOptions.read_ahead_bytes`` of values (0 turns read-ahead off) and to
-the event files one cache chunk holds; a walk that follows one read to its end starts as large as
-that one got. Only records under ``AHEAD_RECORD`` bytes take part
-(larger ones cost their copy, not Python). A step-major loop (every tensor of a step, then the next
-step) or one that samples every n-th step never starts a window, and only one window is kept. A window that cannot be batched (a file
-missing or too large, a damaged record) is not made: the one-at-a-time read then gives the value or
-the precise error. New step files (a refresh) drop the window.
+the other in the same mode (no other tensor's value in between; ``worker=None``), the next steps of
+that tensor are decoded in one batch (the many-steps path) and handed out by the following calls,
+each value once. The window starts at ``AHEAD_FIRST`` steps and grows while the walk goes on
+(16-fold on storage read straight into memory, local disk, where a file costs microseconds; fourfold
+elsewhere, where the files of steps never read would cost round trips), up to
+``TrialOptions.read_ahead_bytes`` of values (0 turns read-ahead off) and to the event files one
+cache chunk holds; a walk that follows one read to its end starts as large as that one got. Only
+records under ``AHEAD_RECORD`` bytes take part (larger ones cost their copy, not Python). A
+step-major loop (every tensor of a step, then the next step) or one that samples every n-th step
+never starts a window, and only one window is kept. A window that cannot be batched (a file missing
+or too large, a damaged record) is not made: the one-at-a-time read then gives the value or the
+precise error. New step files (a refresh) drop the window.
 """
 
 from __future__ import annotations
@@ -73,14 +74,15 @@ class Reads:
         self._ahead_growth = 16 if getattr(storage, "read_into", None) is not None else 4
         self._memo: dict[tuple[str, int], Array] | None = {} if cache else None
         self._plans: dict[tuple[Any, ...], StepPlan] = {}  # oldest first
-        # value read-ahead (global steps, worker=None): the last tensor and step read, and the window
+        # value read-ahead (worker=None): the last tensor, mode and step read, and the walk
         self.last_name: str | None = None
+        self.last_mode: ModeKeys | None = None
         self.last_step = -1
-        self.ahead_name: str | None = None
+        self.ahead_name: tuple[str, ModeKeys] | None = None  # the tensor and mode of the walk
         self._holder: Tensor | None = None  # the tensor whose ``_ahead`` holds the window
         index.on_new_files = self.drop_ahead  # new step files may change which file holds a step
         self._ahead_steps = 0  # size of the next window of ahead_name's walk
-        self._no_ahead: tuple[str, int] | None = None  # (tensor, index generation) whose window failed
+        self._no_ahead: tuple[str, ModeKeys, int] | None = None  # (tensor, mode, index generation) that failed
 
     def read(self, sf: StepFile, loc: Location, name: str, step: int, mode: ModeKeys) -> Array:
         """The value of the record ``loc`` of ``sf`` (``name`` at ``step`` of ``mode``, for errors)."""
@@ -106,7 +108,7 @@ class Reads:
 
     @property
     def ahead(self) -> dict[int, Array]:
-        """The values read ahead and not handed out yet (of tensor ``ahead_name``)."""
+        """The values read ahead and not handed out yet (of the tensor and mode ``ahead_name``)."""
         holder = self._holder
         return {} if holder is None or holder._ahead is None else holder._ahead
 
@@ -116,31 +118,39 @@ class Reads:
             self._holder = None
 
     def read_ahead(
-        self, tensor: Tensor, sf: StepFile, loc: Location, step: int, previous: int, steps: Sequence[int]
+        self,
+        tensor: Tensor,
+        sf: StepFile,
+        loc: Location,
+        step: int,
+        previous: int,
+        mode: ModeKeys,
+        steps: Sequence[int],
     ) -> Array | None:
-        """The value of ``tensor`` at global ``step`` (record ``loc`` of ``sf``) from a new read-ahead
+        """The value of ``tensor`` at ``step`` of ``mode`` (record ``loc`` of ``sf``) from a new read-ahead
         window over the tensor's ``steps`` from there on, or None (no window: read it one at a time).
         ``Tensor.value`` calls this on a miss when the last value read was this tensor's, at the
         earlier step ``previous``; only a walk through every step (``previous`` is the step just
         before) gets a window, not one that samples a step now and then. The window goes into
         ``tensor._ahead``, where its next calls look first."""
         index, name = self._index, tensor.name
+        walk = (name, mode)
         length, file_size = loc[1], sf.event_size
         if (
             self._memo is not None
             or not self._ahead_bytes
             or length >= AHEAD_RECORD
             or file_size > self.reader.whole_file_bytes
-            or self._no_ahead == (name, index.generation)
+            or self._no_ahead == (name, mode, index.generation)
         ):
             return None
         at = bisect.bisect_left(steps, step)
         if at == 0 or at == len(steps) or steps[at] != step or steps[at - 1] != previous:
             return None  # not the next step of a walk through every step
         most = max(self._ahead_bytes // max(length, 1), BULK_MIN)  # steps in a window at most
-        if name != self.ahead_name:  # a new walk: as long as the last one's if that one was read to its end
+        if walk != self.ahead_name:  # a new walk: as long as the last one's if that one was read to its end
             size = self._ahead_steps if self.ahead_name is not None and not self.ahead else AHEAD_FIRST
-            self.ahead_name, self._ahead_steps = name, size
+            self.ahead_name, self._ahead_steps = walk, size
         self.drop_ahead()
         size = min(self._ahead_steps, most, max(self.reader.cache.budget // 4 // max(file_size, 1), BULK_MIN))
         self._ahead_steps = min(self._ahead_growth * size, most)
@@ -148,13 +158,14 @@ class Reads:
         if len(window) < BULK_MIN:
             return None
         try:
-            got = self._read_plan(name, window, ModeKeys.GLOBAL, None)
+            got = self._read_plan(name, window, mode, None)
         except SdkExtError:  # a damaged record, a file that never came: the one-at-a-time read says so
             got = None
         if got is None:
-            self._no_ahead = (name, index.generation)
+            self._no_ahead = (name, mode, index.generation)
             return None
         tensor._ahead = dict(zip(window[1:], got[1:]))
+        tensor._ahead_mode = mode
         self._holder = tensor
         self.last_step = window[-1]  # so that the step just past the window continues the walk
         return got[0]

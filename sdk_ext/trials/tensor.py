@@ -39,7 +39,7 @@ def _mode(mode: ModeKeys | str | int) -> ModeKeys:
 class Tensor:
     """A tensor of a :class:`~sdk_ext.trials.Trial`; get one with ``trial.tensor(name)``."""
 
-    __slots__ = ("_ahead", "_steps", "_steps_key", "_trial", "name")
+    __slots__ = ("_ahead", "_ahead_mode", "_steps", "_steps_key", "_trial", "name")
 
     def __init__(self, name: str, trial: Trial) -> None:
         self.name = name
@@ -47,6 +47,7 @@ class Tensor:
         self._steps_key: tuple[int, bool, int] | None = None
         self._steps: dict[ModeKeys, tuple[list[int], list[int]]] = {}  # mode -> (steps, global steps)
         self._ahead: dict[int, np.ndarray[Any, Any]] | None = None  # values read ahead (sdk_ext.trials.reads)
+        self._ahead_mode: ModeKeys | None = None  # the mode of the steps in _ahead
 
     @property
     def trial(self) -> Trial:
@@ -137,37 +138,35 @@ class Tensor:
 
     def value(self, step_num: int, mode: ModeKeys = _GLOBAL, worker: str | None = None) -> np.ndarray[Any, Any]:
         """The saved array at ``step_num`` (dtype and shape as written)."""
-        sf = None
+        if mode.__class__ is not ModeKeys:
+            mode = _mode(mode)
+        ahead = self._ahead
+        if ahead is not None and mode is self._ahead_mode and worker is None:  # read ahead (sdk_ext.trials.reads)
+            value = ahead.pop(step_num, None)
+            if value is not None:
+                return value
         name = self.name
         reads = self._trial._reads
-        if mode is _GLOBAL and worker is None:  # the hot path, inlined from _step_file
-            ahead = self._ahead
-            if ahead is not None:  # a window read ahead (see sdk_ext.trials.reads)
-                value = ahead.pop(step_num, None)
-                if value is not None:
-                    return value
+        sf = None
+        if mode is _GLOBAL and worker is None:  # the common case, inlined from _step_file
             files = self._trial._index.by_step.get(step_num)
             if files is not None:
                 for f in files:
                     if name in f.names:
                         sf = f
                         break
-            if sf is not None:
-                loc = sf.raw.get(name)
-                if loc is not None:
-                    previous = reads.last_step if reads.last_name == name else None
-                    reads.last_name, reads.last_step = name, step_num
-                    if previous is not None and previous < step_num:
-                        value = reads.read_ahead(self, sf, loc, step_num, previous, self._all_steps(_GLOBAL)[0])
-                        if value is not None:
-                            return value
-                    return reads.read(sf, loc, name, step_num, mode)
         if sf is None:
-            mode = _mode(mode)
             sf = self._step_file(step_num, mode, worker)
         loc = sf.raw.get(name)
         if loc is None:
             raise TensorUnavailableForStep(name, step_num, mode, has_reductions=name in sf.reductions)
+        if worker is None:
+            previous = reads.last_step if reads.last_name == name and reads.last_mode is mode else None
+            reads.last_name, reads.last_mode, reads.last_step = name, mode, step_num
+            if previous is not None and previous < step_num:
+                value = reads.read_ahead(self, sf, loc, step_num, previous, mode, self._all_steps(mode)[0])
+                if value is not None:
+                    return value
         return reads.read(sf, loc, name, step_num, mode)
 
     def values(self, mode: ModeKeys = _GLOBAL, worker: str | None = None) -> dict[int, np.ndarray[Any, Any]]:

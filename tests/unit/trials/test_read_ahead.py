@@ -10,7 +10,7 @@ from sdk_ext.exceptions import CorruptRecordError, SdkExtError
 from sdk_ext.modes import ModeKeys
 from sdk_ext.storage import InMemoryStorage
 from sdk_ext.trials import Trial, TrialOptions, create_trial
-from sdk_ext.trials.reads import AHEAD_FIRST
+from sdk_ext.trials.reads import AHEAD_FIRST, BULK_MIN
 from tests.trial_builder import TrialBuilder
 from tests.unit.trials.test_bulk_values import one_at_a_time, same
 
@@ -227,3 +227,26 @@ def test_sampling_every_nth_step_reads_only_the_files_of_those_steps() -> None:
         ]
     assert trial._reads.reader.batched == 0
     assert sorted(set(storage.files)) == sorted(f"events/{s:012d}/{s:012d}_worker_0.tfevents" for s in sampled)
+
+
+@pytest.mark.parametrize("mode", [ModeKeys.TRAIN, ModeKeys.EVAL, "TRAIN", ModeKeys.GLOBAL])
+def test_a_walk_through_the_steps_of_one_mode_is_read_ahead_too(mode: ModeKeys | str) -> None:
+    storage = InMemoryStorage()
+    builder = TrialBuilder(storage)
+    builder.collections()
+    counts = {ModeKeys.TRAIN: 0, ModeKeys.EVAL: 0}
+    for step in range(400):
+        m = ModeKeys.EVAL if step % 5 == 4 else ModeKeys.TRAIN  # a validation step after every 4 training steps
+        builder.step(step, mode=m, mode_step=counts[m], tensors={"loss": np.array(step * 0.25 + (m is ModeKeys.EVAL))})
+        counts[m] += 1
+    builder.end()
+    fast, slow = create_trial(storage, timeout=0), one_at_a_time(storage)
+    results = []
+    for trial in (fast, slow):
+        tensor = trial.tensor("loss")
+        results.append([float(tensor.value(s, mode=mode)) for s in tensor.steps(mode=mode)])
+    assert results[0] == results[1]
+    assert len(results[0]) == {"TRAIN": 320, ModeKeys.TRAIN: 320, ModeKeys.EVAL: 80, ModeKeys.GLOBAL: 400}[mode]
+    # all but the first two, one seed per window and a tail shorter than a batch
+    assert fast._reads.reader.batched >= len(results[0]) - 2 - 3 - BULK_MIN
+    assert slow._reads.reader.batched == 0

@@ -55,6 +55,8 @@ class TrialOptions:
             (one request for all their records); larger ones are read record by record.
         read_ahead_bytes: most bytes of values decoded ahead when ``value()`` walks one tensor
             step after step (see :mod:`sdk_ext.trials.reads`); 0 reads strictly one value per call.
+            Values of a window are rows of one array, as those of ``values()`` are: keeping one
+            keeps its window's array (at most this many bytes) alive.
     """
 
     collections_timeout: float = 10.0

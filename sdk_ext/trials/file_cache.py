@@ -29,6 +29,11 @@ class FileCache:
         self._next = 0
         self._bytes = 0
 
+    @property
+    def chunk_limit(self) -> int:
+        """Most bytes of files stored as one chunk: a batch larger than this goes in several."""
+        return max(self.budget // 4, 1)
+
     def __contains__(self, key: object) -> bool:
         return key in self.files
 
@@ -60,7 +65,7 @@ class FileCache:
             if key not in self.files and key not in seen:
                 seen.add(key)
                 items.append((key, data))
-        limit = max(self.budget // 4, 1)  # a batch too big for the budget goes in several chunks
+        limit = self.chunk_limit
         group: list[tuple[str, bytes]] = []
         size = 0
         for key, data in items:

@@ -152,13 +152,13 @@ class Reads:
             size = self._ahead_steps if self.ahead_name is not None and not self.ahead else AHEAD_FIRST
             self.ahead_name, self._ahead_steps = walk, size
         self.drop_ahead()
-        size = min(self._ahead_steps, most, max(self.reader.cache.budget // 4 // max(file_size, 1), BULK_MIN))
+        size = min(self._ahead_steps, most, max(self.reader.cache.chunk_limit // max(file_size, 1), BULK_MIN))
         self._ahead_steps = min(self._ahead_growth * size, most)
         window = list(steps[at : at + size])
         if len(window) < BULK_MIN:
             return None
         try:
-            got = self._read_plan(name, window, mode, None)
+            got = read_values(self.reader, self._plan(window, mode, None), name)
         except SdkExtError:  # a damaged record, a file that never came: the one-at-a-time read says so
             got = None
         if got is None:
@@ -188,16 +188,17 @@ class Reads:
         """The raw values of ``name`` at ``steps``, many per call; None where the step-by-step path is needed."""
         if self._memo is not None or len(steps) < BULK_MIN:
             return None
+        plan = self._plan(steps, mode, worker)
         try:
-            return self._read_plan(name, steps, mode, worker)
+            return read_values(self.reader, plan, name)
         except EventFileUnavailable as err:  # already waited for: say which step, do not wait again
-            plan = self._plans[(self._index.generation, mode, worker, tuple(steps))]
             located = plan.locate(name)
             numbers = [] if located is None else located[0].tolist()
             step = next((s for s, k in zip(steps, numbers) if plan.files[k].event_key == err.key), steps[0])
             raise TensorUnavailableForStep(name, step, mode) from err
 
-    def _read_plan(self, name: str, steps: Sequence[int], mode: ModeKeys, worker: str | None) -> list[Array] | None:
+    def _plan(self, steps: Sequence[int], mode: ModeKeys, worker: str | None) -> StepPlan:
+        """The step plan for ``steps`` (kept for the next tensors read at the same steps)."""
         index = self._index
         key = (index.generation, mode, worker, tuple(steps))
         plan = self._plans.get(key)
@@ -205,7 +206,7 @@ class Reads:
             plan = self._plans[key] = StepPlan(index, steps, mode, worker)
             while len(self._plans) > _PLANS:
                 del self._plans[next(iter(self._plans))]
-        return read_values(self.reader, plan, name)
+        return plan
 
 
 __all__ = ["BULK_MIN", "Reads"]

@@ -145,7 +145,7 @@ class ValueReader:
             return
         self.requests += len(wanted)
         if into:
-            limit = max(self.cache.budget // 4, 1)  # the cache's own limit on a chunk
+            limit = self.cache.chunk_limit
             group: list[tuple[str, int]] = []
             total = 0
             for key, size in wanted:

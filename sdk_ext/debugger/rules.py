@@ -92,6 +92,27 @@ def _check_volume(problems: Problems, value: object, *, optional: bool) -> None:
         problems.add(f"volume_size_in_gb must be a whole number of GB >= 0, got {value!r}")
 
 
+def _check_custom(
+    problems: Problems,
+    name: object,
+    image_uri: object,
+    instance_type: object,
+    volume_size_in_gb: object,
+    source: object,
+    rule_to_invoke: object,
+    container_local_output_path: object,
+    s3_output_path: object,
+) -> None:
+    """The checks of the arguments that Rule.custom and ProfilerRule.custom share, in their order."""
+    check_name(problems, "name", name)
+    check_name(problems, "image_uri", image_uri)
+    check_name(problems, "instance_type", instance_type)
+    _check_volume(problems, volume_size_in_gb, optional=False)
+    _check_source(problems, source, rule_to_invoke)
+    check_optional_str(problems, "container_local_output_path", container_local_output_path)
+    check_s3_uri(problems, "s3_output_path", s3_output_path)
+
+
 def _check_actions(problems: Problems, actions: object) -> None:
     if actions is not None and not rule_configs.is_valid_action_object(actions):
         problems.add(
@@ -216,13 +237,8 @@ class Rule(RuleBase):
             DebuggerConfigError: listing every invalid argument.
         """
         problems = Problems("Rule.custom")
-        check_name(problems, "name", name)
-        check_name(problems, "image_uri", image_uri)
-        check_name(problems, "instance_type", instance_type)
-        _check_volume(problems, volume_size_in_gb, optional=False)
-        _check_source(problems, source, rule_to_invoke)
-        check_optional_str(problems, "container_local_output_path", container_local_output_path)
-        check_s3_uri(problems, "s3_output_path", s3_output_path)
+        _check_custom(problems, name, image_uri, instance_type, volume_size_in_gb, source, rule_to_invoke,
+                      container_local_output_path, s3_output_path)
         others = _check_other_trials(problems, other_trials_s3_input_paths)
         user_params = check_str_mapping(problems, "rule_parameters", rule_parameters, string_values=True)
         collections = check_collections(problems, "collections_to_save", collections_to_save)
@@ -333,13 +349,8 @@ class ProfilerRule(RuleBase):
             DebuggerConfigError: listing every invalid argument.
         """
         problems = Problems("ProfilerRule.custom")
-        check_name(problems, "name", name)
-        check_name(problems, "image_uri", image_uri)
-        check_name(problems, "instance_type", instance_type)
-        _check_volume(problems, volume_size_in_gb, optional=False)
-        _check_source(problems, source, rule_to_invoke)
-        check_optional_str(problems, "container_local_output_path", container_local_output_path)
-        check_s3_uri(problems, "s3_output_path", s3_output_path)
+        _check_custom(problems, name, image_uri, instance_type, volume_size_in_gb, source, rule_to_invoke,
+                      container_local_output_path, s3_output_path)
         user_params = check_str_mapping(problems, "rule_parameters", rule_parameters, string_values=False)
         problems.raise_if_any()
 

@@ -1,4 +1,4 @@
-"""Shared test fixtures: where the shared reference data and the smdebug venv are."""
+"""Shared test fixtures: where the reference data (tests/fixtures) and the smdebug venv are."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ import pytest
 from tests.moto_s3 import moto_server, s3  # noqa: F401  (fixtures: moto on 127.0.0.1, a bucket per test)
 
 REPO = Path(__file__).resolve().parent.parent
-SHARED = Path(os.environ.get("SDK_EXT_SHARED", REPO.parent / "shared")).resolve()
-FIXTURES = SHARED / "fixtures"
+# Data written by the real tools (smdebug 1.0.34, SageMaker SDK 2.257.7, a captured event), kept in the
+# repository with its provenance (tests/fixtures/README.md): no test reads outside the clone.
+FIXTURES = REPO / "tests" / "fixtures"
 SMDEBUG_FIXTURES = FIXTURES / "smdebug"
 
 
@@ -24,13 +25,6 @@ def _smdebug_python() -> Path | None:
         if c.exists():
             return c
     return None
-
-
-@pytest.fixture(scope="session")
-def shared_dir() -> Path:
-    if not SHARED.is_dir():
-        pytest.fail(f"shared reference data not found at {SHARED}; set SDK_EXT_SHARED to its path")
-    return SHARED
 
 
 @pytest.fixture(scope="session")

@@ -1,6 +1,6 @@
 """Training-job state-change events for the auto-stop tests, all built from the captured one.
 
-The captured event (../shared/fixtures/events/sample_event_issues_found.json) has the job InProgress,
+The captured event (tests/fixtures/events/sample_event_issues_found.json) has the job InProgress,
 VanishingGradient at IssuesFound, LossNotDecreasing and the ProfilerReport profiler rule InProgress.
 Every builder returns a fresh deep copy, so a test can change it freely.
 """
@@ -24,7 +24,7 @@ def _captured() -> dict[str, Any]:
     path = EVENTS / "sample_event_issues_found.json"
     if not path.is_file():
         raise FileNotFoundError(
-            f"captured event not found at {path}; set SDK_EXT_SHARED to the shared directory"
+            f"captured event not found at {path}; it is part of the repository (tests/fixtures/events)"
         )
     event: dict[str, Any] = json.loads(path.read_text())
     return event
@@ -36,7 +36,7 @@ def captured_event() -> dict[str, Any]:
 
 
 def captured_pattern() -> dict[str, Any]:
-    """The event pattern INFRA.md §5 prescribes (../shared/fixtures/events/event_pattern.json)."""
+    """The event pattern INFRA.md §5 prescribes (tests/fixtures/events/event_pattern.json)."""
     pattern: dict[str, Any] = json.loads((EVENTS / "event_pattern.json").read_text())
     return pattern
 

@@ -163,8 +163,8 @@ def test_every_value_shape_and_reduction_matches_smdebug(fixture: Path) -> None:
             elif isinstance(via_mode, dict) and not any((name, step, w) in overwritten for w in sexp["workers"]):
                 assert_raises_like(via_mode, name, tensor.value, mode_step, mode=mode)
     assert checked > 0
-    if fixture.name != "c_two_workers":
-        assert fixed > 0  # a, b and e each hold the overwrite bug
+    if fixture.name.startswith(("a_", "b_", "e_")):
+        assert fixed > 0  # a, b and e each hold the overwrite bug (c and the XGBoost trials x1, x2 do not)
 
 
 _PROBE = re.compile(r"^(tensor|has_tensor|has_passed_step)\((?:'([^']*)'|(\d+))\)(?:\.value\((\d+)\))?")

@@ -22,9 +22,9 @@ from sdk_ext.debugger import (
     update_profiler_request,
 )
 from sdk_ext.debugger.images import DEBUGGER_UNSUPPORTED_REGIONS
-from tests.conftest import SHARED
+from tests.conftest import FIXTURES
 
-SHARED_SDK_MD = SHARED / "reference" / "SDK.md"
+IMAGE_TABLE = FIXTURES / "sdk" / "rule_image_accounts.md"
 
 
 def test_collection_configs_compare_and_hash_by_name_and_parameters() -> None:
@@ -82,9 +82,9 @@ def test_every_public_name_is_exported() -> None:
 
 
 def _sdk_md_image_table() -> dict[str, tuple[str, str]]:
-    """Region -> (debugger-rules account, detailed-profiler account) from reference/SDK.md §4.5."""
+    """Region -> (debugger-rules account, detailed-profiler account), SDK 2.257.7's table (tests/fixtures/sdk)."""
     rows = re.findall(r"^\| ([a-z]{2}(?:-[a-z]+)+-\d) \| (\d{12}|—) \| (\d{12}|—) \|$",
-                      SHARED_SDK_MD.read_text(), re.MULTILINE)
+                      IMAGE_TABLE.read_text(), re.MULTILINE)
     return {region: (rules, profiler) for region, rules, profiler in rows}
 
 

@@ -1,0 +1,31 @@
+"""The XGBoost hook (``sdk_ext.xgboost.Hook``, a ``TrainingCallback``) and the zero-script-change entry
+(``get_hook``, :mod:`sdk_ext.xgboost.zero_change`, ``python -m sdk_ext.xgboost.run``).
+
+Needs the ``xgboost`` extra (``pip install 'sdk-ext[xgboost]'``, which installs ``xgboost-cpu``).
+"""
+
+from sdk_ext import modes
+from sdk_ext.hooks import (
+    Collection,
+    CollectionKeys,
+    CollectionManager,
+    ReductionConfig,
+    SaveConfig,
+    SaveConfigMode,
+)
+from sdk_ext.modes import ModeKeys
+from sdk_ext.xgboost.hook import Hook
+from sdk_ext.xgboost.zero_change import get_hook
+
+__all__ = [
+    "Collection",
+    "CollectionKeys",
+    "CollectionManager",
+    "Hook",
+    "ModeKeys",
+    "ReductionConfig",
+    "SaveConfig",
+    "SaveConfigMode",
+    "get_hook",
+    "modes",
+]

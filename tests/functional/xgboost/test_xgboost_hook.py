@@ -88,6 +88,7 @@ def test_multiclass_shap_columns_and_predictions(tmp_path: Path) -> None:
     trial = create_trial(str(tmp_path / "t"))
     contribs = booster.predict(dtrain, pred_contribs=True)  # (rows, classes, features + 1)
     np.testing.assert_array_equal(value(trial, "full_shap/bmi", 2), contribs[:, :, 1])
+    np.testing.assert_array_equal(value(trial, "predictions", 2), booster.predict(dvalid))
     assert value(trial, "predictions", 2).shape == (30, 3)
     assert value(trial, "average_shap/bmi", 2)[0] == pytest.approx(contribs[:, :, 1].mean(), abs=1e-6)
 

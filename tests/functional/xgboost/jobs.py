@@ -55,3 +55,25 @@ def train_job(out: Path, kind: str, *, rounds: int = 12, max_depth: int = 3, val
                         evals_result=result, verbose_eval=False)
     hook.close()
     return hook, booster, result, dtrain, dvalid
+
+
+def overfit_job(out: Path, *, overfit: bool, rounds: int = 30, evals_names: tuple[str, ...] = ("train", "validation"),
+                kind: str = "regression", eval_metric: Any = None, include: list[str] | None = None) -> Hook:
+    """A job that overfits on purpose (few noisy rows, deep trees, no regularisation) or a healthy one."""
+    rng = np.random.default_rng(7)
+    n = 60 if overfit else 4000
+    x = rng.normal(size=(n + 400, 4)).astype(np.float32)
+    noise = rng.normal(scale=2.0 if overfit else 0.1, size=n + 400)
+    y = x[:, 0] + noise if kind == "regression" else ((x[:, 0] + noise) > 0).astype(np.float32)
+    dtrain, dvalid = xgb.DMatrix(x[:n], label=y[:n]), xgb.DMatrix(x[n:], label=y[n:])
+    params = {"objective": PARAMS[kind]["objective"], "max_depth": 8 if overfit else 1, "eta": 0.5 if overfit else 0.1,
+              "min_child_weight": 0, "lambda": 0, "seed": 1, "nthread": 1}
+    if eval_metric is not None:
+        params["eval_metric"] = eval_metric
+    hook = Hook(out, save_config=SaveConfig(save_interval=1), include_collections=include or [],
+                hyperparameters=params, train_data=dtrain, validation_data=dvalid)
+    sets = {"train": dtrain, "validation": dvalid}
+    xgb.train(params, dtrain, rounds, evals=[(sets[name], name) for name in evals_names], callbacks=[hook],
+              verbose_eval=False)
+    hook.close()
+    return hook

@@ -40,7 +40,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("-H", "--hyperparameter", action="append", default=[], metavar="KEY=VALUE",
                    help="passed to the script as --KEY VALUE")
     p.add_argument("--zero-change", action="store_true",
-                   help="run the script through sdk_ext.pytorch.run (a hook without code changes)")
+                   help="run the script through sdk_ext.pytorch.run, or sdk_ext.xgboost.run when it imports "
+                   "xgboost (a hook without code changes)")
     p.add_argument("--no-auto-stop", action="store_true", help="do not deliver events to the auto-stop handler")
     p.add_argument("--stop-grace", type=float, default=10.0, help="seconds from SIGTERM to SIGKILL (default 10)")
     p.add_argument("--rule-timeout", type=float, default=60.0,

@@ -8,7 +8,8 @@ What a local request runs (first match):
    URI or ``.tar.gz``), as SageMaker's framework estimators send it: ``python <program>`` in that directory.
 
 A Python entry point gets the non-``sagemaker_*`` hyperparameters as ``--name value`` arguments, then
-``script_args``; ``zero_change`` runs it through ``python -m sdk_ext.pytorch.run``.
+``script_args``; ``zero_change`` runs it through ``python -m sdk_ext.pytorch.run``, or
+``python -m sdk_ext.xgboost.run`` for a script that imports xgboost and not torch (:func:`zero_change_launcher`).
 """
 
 from __future__ import annotations
@@ -58,10 +59,25 @@ def check_request(request: Mapping[str, Any]) -> None:
         raise ConfigError(problems, where="CreateTrainingJob request")
 
 
+_IMPORTS = {name: re.compile(rf"^\s*(import|from)\s+{name}\b", re.MULTILINE) for name in ("xgboost", "torch")}
+
+
+def zero_change_launcher(script: Path) -> str:
+    """The zero-change module for ``script``: ``sdk_ext.xgboost.run`` if it imports xgboost and not torch,
+    else ``sdk_ext.pytorch.run``."""
+    try:
+        source = script.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return "sdk_ext.pytorch.run"
+    if _IMPORTS["xgboost"].search(source) and not _IMPORTS["torch"].search(source):
+        return "sdk_ext.xgboost.run"
+    return "sdk_ext.pytorch.run"
+
+
 def _python_command(python: str, script: Path, cwd: Path, hps: Mapping[str, Any], script_args: Sequence[str],
                     zero_change: bool) -> Command:
     user_args = [*layout.hyperparameter_args(hps), *script_args]
-    launcher = [python, "-m", "sdk_ext.pytorch.run"] if zero_change else [python]
+    launcher = [python, "-m", zero_change_launcher(script)] if zero_change else [python]
     return Command([*launcher, str(script), *user_args], cwd, script.name, user_args)
 
 

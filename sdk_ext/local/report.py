@@ -4,7 +4,8 @@
 
 It opens with the outcome (which rule stopped the job at which step, or that it completed clean, or
 why it failed), then the rules' verdicts, the charts (losses, per-layer gradient and weight L2 norms
-over steps, each rule that found issues marked at its step), and what was read (job and trial facts).
+over steps, each rule that found issues marked at its step; for XGBoost, metrics that are not losses
+and feature importance), and what was read (job and trial facts).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 from sdk_ext import __version__
 from sdk_ext.local import svg
 from sdk_ext.local.report_data import Panel, Progress, ReportData, collect
+from sdk_ext.local.report_xgboost import importance_html
 
 _STATUS_CLASS = {"IssuesFound": "bad", "Error": "bad", "Failed": "bad", "Stopped": "warn", "Stopping": "warn",
                  "NoIssuesFound": "good", "Completed": "good", "InProgress": "info"}
@@ -128,6 +130,9 @@ def render_html(data: ReportData) -> str:
     step_text = f"{len(steps)} saved ({steps[0]} to {steps[-1]})" if steps else "none"
     x_range = (steps[0], steps[-1]) if steps else None  # every chart spans the same steps
     saved = [f"{c} ({n})" for c, n in data.collections.items() if n]
+    # an XGBoost trial has no gradients or weights to chart: no empty sections for them
+    xgboost_only = (data.importance is not None or bool(data.metrics.series)) and not (
+        data.gradients.series or data.weights.series)
     job_rows = [
         ("training job", escape(str(job.get("TrainingJobName", "")))),
         ("status", _badge(job["TrainingJobStatus"]) + f" {escape(str(job.get('SecondaryStatus', '')))}"
@@ -150,10 +155,12 @@ def render_html(data: ReportData) -> str:
         f'<div class="outcome {css_class}">{escape(sentence[0].upper() + sentence[1:])}.</div>',
         "<h2>Rules</h2>", _rules_table(data),
         _chart("Losses", "loss", data.losses, markers, "No loss tensors were saved (collection 'losses').", x_range),
-        _chart("Gradient norms per layer", "L2 norm", data.gradients, markers,
-               "No gradients were saved (collection 'gradients').", x_range),
-        _chart("Weight norms per layer", "L2 norm", data.weights, markers,
-               "No weights were saved (collection 'weights').", x_range),
+        "" if xgboost_only else _chart("Gradient norms per layer", "L2 norm", data.gradients, markers,
+                                       "No gradients were saved (collection 'gradients').", x_range),
+        "" if xgboost_only else _chart("Weight norms per layer", "L2 norm", data.weights, markers,
+                                       "No weights were saved (collection 'weights').", x_range),
+        _chart("Metrics", "value", data.metrics, markers, "", x_range) if data.metrics.series else "",
+        importance_html(data.importance),
         "<h2>Job</h2>" + _facts(job_rows) if job else "", "<h2>Trial</h2>" + _facts(trial_rows),
         (f"<footer>Written by sdk_ext {escape(__version__)} on "
          f"{datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M:%S UTC')}. Red crosses on a chart's top edge: "

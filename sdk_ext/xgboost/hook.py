@@ -119,7 +119,7 @@ class Hook(BaseHook, xgb.callback.TrainingCallback):
         self._labels: np.ndarray | None = None
 
     @classmethod
-    def create_from_json_file(cls, json_file_path: Any = None, *, path: Any = None) -> Hook:  # type: ignore[override]
+    def create_from_json_file(cls, json_file_path: Any = None, *, path: Any = None) -> Hook:
         """As :meth:`sdk_ext.hooks.Hook.create_from_json_file` (the process's hook when it was created from
         the same file); rounds are saved every 10 unless the configuration says otherwise (smdebug's
         XGBoost default).
@@ -276,8 +276,8 @@ class Hook(BaseHook, xgb.callback.TrainingCallback):
             else:
                 for kind in xmodel.IMPORTANCE_TYPES:
                     shares = xmodel.normalized_importance(model.get_score(importance_type=kind), features)
-                    for feature, share in shares.items():
-                        self._put(f"feature_importance/{kind}/{feature}", np.asarray([share], dtype=np.float64),
+                    for name, share in shares.items():
+                        self._put(f"feature_importance/{kind}/{name}", np.asarray([share], dtype=np.float64),
                                   (K.FEATURE_IMPORTANCE,), included)
 
         shap_groups = [(K.FULL_SHAP, "full_shap"), (K.AVERAGE_SHAP, "average_shap"), (MEAN_ABS_SHAP, "mean_abs_shap")]
@@ -288,18 +288,18 @@ class Hook(BaseHook, xgb.callback.TrainingCallback):
                            "Hook(train_data=DMatrix | (X, y) | (path, 'csv'))")
             else:
                 contribs = np.asarray(model.predict(self.train_data, pred_contribs=True))
-                for feature, column in xmodel.shap_columns(contribs, features).items():
+                for feature, shap_column in xmodel.shap_columns(contribs, features).items():
                     for coll, prefix in wanted_shap:
-                        value = (column if coll == K.FULL_SHAP else
-                                 xmodel.average_shap(column) if coll == K.AVERAGE_SHAP else xmodel.mean_abs_shap(column))
-                        self._put(f"{prefix}/{feature}", value, (coll,), included)
+                        shap = (shap_column if coll == K.FULL_SHAP else xmodel.average_shap(shap_column)
+                                if coll == K.AVERAGE_SHAP else xmodel.mean_abs_shap(shap_column))
+                        self._put(f"{prefix}/{feature}", shap, (coll,), included)
 
         if self._wants((K.TREES,), "trees/Node", included):
             if not tree_model:
                 self._warn("trees-booster", "trees are saved for tree boosters only, not %s", self._booster_type)
             else:
-                for column, values in self._round_trees(model, epoch).items():
-                    self._put(f"trees/{column}", values, (K.TREES,), included)
+                for tree_column, values in self._round_trees(model, epoch).items():
+                    self._put(f"trees/{tree_column}", values, (K.TREES,), included)
 
     def _validation_labels(self) -> np.ndarray | None:
         if self._labels is None:

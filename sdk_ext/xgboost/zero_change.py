@@ -97,7 +97,7 @@ def uninstall() -> None:
     if finder is not None and finder in sys.meta_path:
         sys.meta_path.remove(finder)
     for module, original in _state["patched"]:
-        module.train = original
+        setattr(module, "train", original)  # noqa: B010
     hook = registry.current()
     if hook is not None:
         hook.close()
@@ -117,7 +117,7 @@ def _patch() -> None:
         module = sys.modules.get(name)
         if module is not None and getattr(module, "train", None) is original:
             _state["patched"].append((module, original))
-            module.train = wrapped
+            setattr(module, "train", wrapped)  # noqa: B010 - a module attribute mypy does not know
 
 
 def _wrap_train(original: Any) -> Any:
@@ -167,7 +167,7 @@ class _PatchOnImport(importlib.abc.MetaPathFinder):
             if finder is self:
                 continue
             find = getattr(finder, "find_spec", None)
-            spec = find(fullname, path, target) if find is not None else None
+            spec: importlib.machinery.ModuleSpec | None = find(fullname, path, target) if find is not None else None
             if spec is not None and spec.loader is not None:
                 spec.loader = _PatchingLoader(spec.loader)
                 return spec

@@ -66,3 +66,23 @@ def test_the_projects_reader_reads_an_xgboost_hook_trial(xgboost_trial: Path) ->
     mine, ours = dump_with_trials(xgboost_trial), dump_with_format(xgboost_trial)
     for key in ("tensor_names", "workers", "modes", "steps", "mode_of_step", "tensors"):
         assert mine[key] == ours[key], key
+
+
+def test_smdebugs_own_xgboost_trials_read_with_the_defects_sdk_ext_does_not_repeat() -> None:
+    """x1/x2 (real smdebug) read by sdk_ext as written (test_trial_fixtures.py checks every value against
+    expected.json); here, the defects README names, each one seen in the data."""
+    import numpy as np
+
+    from sdk_ext.trials import create_trial
+    from tests.conftest import SMDEBUG_FIXTURES
+
+    x1 = create_trial(str(SMDEBUG_FIXTURES / "x1_xgboost_regression" / "out"))
+    full = np.asarray(x1.tensor("full_shap/age").value(5))
+    assert full.shape == (16, 4)  # the whole matrix, not age's column
+    signed_mean = float(np.asarray(x1.tensor("average_shap/age").value(5))[0])
+    assert signed_mean == pytest.approx(float(full[:, 0].mean()), rel=1e-5)  # signed, not absolute
+    assert not x1.tensor_names(regex=["shap/bmi", "shap/flags", "/flags$"])  # dropped by `[^/bias]`; flags unused
+    x2 = create_trial(str(SMDEBUG_FIXTURES / "x2_xgboost_multiclass" / "out"))
+    for step in (0, 4, 9):  # one tree, tree #step, instead of the 3 trees the round added
+        assert set(np.asarray(x2.tensor("trees/Tree").value(step)).tolist()) == {step}
+    assert "feature_importance/gain/f2" in x2.tensor_names() and 0 not in x2.tensor("feature_importance/gain/f2").steps()

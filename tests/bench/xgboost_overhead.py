@@ -119,6 +119,12 @@ def main(argv: list[str]) -> int:
         "pure-Python) " + ("in the same conditions." if theirs else "not measured (SMDEBUG_XGBOOST_PYTHON unset)."),
         "",
         table(ours, theirs),
+        "",
+        ("How smdebug's XGBoost hook was made to run (outside the repository): it imports only when a distribution "
+        "named `xgboost` is installed, so a venv over `.venv-smdebug` (a `.pth` line to its site-packages) got "
+        "`pip install xgboost-cpu==3.2.0` plus a fake `xgboost-3.2.0.dist-info` (METADATA with Name/Version only); "
+        "`SMDEBUG_XGBOOST_PYTHON` points the benchmark at it. smdebug's reader needs none of this: it reads "
+        "XGBoost trials (its own and sdk_ext's) without xgboost installed."),
     ])
     print(body)
     if args.write_md:

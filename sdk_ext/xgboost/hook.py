@@ -110,10 +110,10 @@ class Hook(BaseHook, xgb.callback.TrainingCallback):
         )
         self.train_data = to_dmatrix(train_data, "train_data")
         self.validation_data = to_dmatrix(validation_data, "validation_data")
+        self._warned: set[str] = set()
         self.hyperparameters: dict[str, Any] | None = None
         self._hyper_arrays: dict[str, np.ndarray] = {}
         self.set_hyperparameters(hyperparameters)
-        self._warned: set[str] = set()
         self._booster_type = "gbtree"
         self._step_offset = 0
         self._labels: np.ndarray | None = None
@@ -182,13 +182,15 @@ class Hook(BaseHook, xgb.callback.TrainingCallback):
             return 0, 1
 
     def _warn(self, key: str, msg: str, *args: object) -> None:
-        if key not in getattr(self, "_warned", set()):
-            if hasattr(self, "_warned"):
-                self._warned.add(key)
+        """Log ``msg`` once per ``key`` (each kind of skipped value is said once, not every round)."""
+        if key not in self._warned:
+            self._warned.add(key)
             logger.warning(msg, *args)
 
     @guarded
     def _before_training(self, model: Any) -> None:
+        if not isinstance(model, xgb.Booster):
+            return  # xgb.cv: the folds' boosters, packed
         try:
             config = json.loads(model.save_config())
             self._booster_type = str(config["learner"]["gradient_booster"]["name"])
@@ -238,13 +240,15 @@ class Hook(BaseHook, xgb.callback.TrainingCallback):
 
     def _save_round(self, model: Any, epoch: int, evals_log: Mapping[str, Any]) -> None:
         included = self._included()
+        for name, metric, value in xmodel.metric_values(evals_log):  # cheap: always offered to the policy
+            claimed = (K.METRICS,) if xmodel.is_increasing_metric(metric) else (K.METRICS, K.LOSSES)
+            self._put(name, np.asarray([value], dtype=np.float64), claimed, included)
+        if not isinstance(model, xgb.Booster):
+            self._warn("cv", "sdk_ext XGBoost hook: under xgb.cv only metrics are saved (mean and std over the "
+                       "folds); the folds' models are not one model")
+            return
         features = xmodel.feature_names(model.feature_names, model.num_features())
         first = features[0] if features else "f0"
-
-        if self._wants((K.METRICS, K.LOSSES), "train-rmse", included) or self.collection_manager.get(K.DEFAULT).include_regex:
-            for name, metric, value in xmodel.metric_values(evals_log):
-                claimed = (K.METRICS,) if xmodel.is_increasing_metric(metric) else (K.METRICS, K.LOSSES)
-                self._put(name, np.asarray([value], dtype=np.float64), claimed, included)
 
         if self._wants((K.HYPERPARAMETERS,), "hyperparameters/x", included):
             if self.hyperparameters is None:

@@ -236,3 +236,31 @@ def test_create_from_json_file_keeps_smdebugs_xgboost_default_interval(tmp_path:
     assert trial.tensor("train-rmse").steps() == [0, 10]
     assert trial.tensor("trees/Node").steps() == [0, 5, 10]
     assert trial.tensor("feature_importance/gain/f0").steps() == [0, 10]
+
+
+def test_cross_validation_saves_the_folds_mean_and_std(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    x, y = data("binary")
+    hook = Hook(tmp_path / "t", save_config=SaveConfig(save_interval=1), include_collections=["feature_importance"])
+    with caplog.at_level(logging.WARNING, logger="sdk_ext"):
+        result = xgb.cv({"objective": "binary:logistic", "eval_metric": "logloss"}, xgb.DMatrix(x, label=y), 3,
+                        nfold=3, callbacks=[hook])
+    hook.close()
+    assert hook.failure is None
+    trial = create_trial(str(tmp_path / "t"))
+    assert trial.steps() == [0, 1, 2]
+    assert value(trial, "test-logloss-mean", 2)[0] == pytest.approx(result["test-logloss-mean"].iloc[2])
+    assert value(trial, "train-logloss-std", 1)[0] == pytest.approx(result["train-logloss-std"].iloc[1])
+    assert sum("only metrics are saved" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_shap_on_the_training_data_of_an_sklearn_fit(tmp_path: Path) -> None:
+    pytest.importorskip("sklearn")
+    x, y = data("binary")
+    hook = Hook(tmp_path / "t", save_config=SaveConfig(save_interval=1), include_collections=["mean_abs_shap"],
+                train_data=(x, y))
+    model = xgb.XGBClassifier(n_estimators=3, callbacks=[hook]).fit(x, y, eval_set=[(x, y)], verbose=False)
+    hook.close()
+    assert hook.failure is None
+    contribs = model.get_booster().predict(xgb.DMatrix(x), pred_contribs=True)
+    trial = create_trial(str(tmp_path / "t"))
+    assert value(trial, "mean_abs_shap/f0", 2)[0] == pytest.approx(np.abs(contribs[:, 0]).mean(), rel=1e-5)

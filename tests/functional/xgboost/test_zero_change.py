@@ -69,13 +69,15 @@ def test_pth_line_patches_xgboost_when_the_script_imports_it(tmp_path: Path, env
 
 def test_sklearn_fit_gets_the_hook_too(tmp_path: Path, env: dict[str, str]) -> None:
     pytest.importorskip("sklearn")
-    env["SMDEBUG_CONFIG_FILE_PATH"] = str(config(tmp_path, ["predictions", "hyperparameters"], save_interval="2"))
+    env["SMDEBUG_CONFIG_FILE_PATH"] = str(config(tmp_path, ["predictions", "hyperparameters", "average_shap"],
+                                                 save_interval="2"))
     run(["-m", "sdk_ext.xgboost.run", str(SCRIPT), "sklearn", "5"], env)
     trial = create_trial(str(tmp_path / "tensors"))
     assert trial.steps() == [0, 2, 4]
     names = set(trial.tensor_names())
     # the estimator's eval_set: validation_0 is the training data itself, so predictions are on validation_1
-    assert {"validation_0-logloss", "validation_1-logloss", "predictions", "hyperparameters/max_depth"} <= names
+    assert {"validation_0-logloss", "validation_1-logloss", "predictions", "hyperparameters/max_depth",
+            "average_shap/f0"} <= names  # SHAP on the estimator's own training data
     assert np.asarray(trial.tensor("predictions").value(0)).shape == (50,)
 
 

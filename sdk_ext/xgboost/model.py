@@ -73,17 +73,16 @@ def feature_names(names: Sequence[str] | None, num_features: int) -> list[str]:
     return [f"f{i}" for i in range(num_features)]
 
 
-def normalized_importance(scores: Mapping[str, float], features: Sequence[str]) -> dict[str, float]:
-    """Every feature's share of the total score (0 for unused ones; all 0 when nothing was split on)."""
-    total = float(sum(scores.values()))
-    out = {}
-    for f in features:
-        value = float(scores.get(f, 0.0))
-        out[f] = value / total if total > 0 else 0.0
-    # a score for a name the model does not list (should not happen) is kept rather than lost
-    for f, value in scores.items():
-        if f not in out:
-            out[f] = float(value) / total if total > 0 else 0.0
+def normalized_importance(scores: Mapping[str, float | Sequence[float]], features: Sequence[str]) -> dict[str, float]:
+    """Every feature's share of the total score (0 for unused ones; all 0 when nothing was split on).
+
+    A multi-target model's per-target scores (lists) count by their sum.
+    """
+    flat = {f: float(np.sum(v)) for f, v in scores.items()}
+    total = sum(flat.values())
+    out = {f: flat.get(f, 0.0) / total if total > 0 else 0.0 for f in features}
+    for f, value in flat.items():  # a name the model does not list (should not happen) is kept, not lost
+        out.setdefault(f, value / total if total > 0 else 0.0)
     return out
 
 

@@ -243,9 +243,10 @@ class Hook(BaseHook, xgb.callback.TrainingCallback):
         for name, metric, value in xmodel.metric_values(evals_log):  # cheap: always offered to the policy
             claimed = (K.METRICS,) if xmodel.is_increasing_metric(metric) else (K.METRICS, K.LOSSES)
             self._put(name, np.asarray([value], dtype=np.float64), claimed, included)
-        if not isinstance(model, xgb.Booster):
-            self._warn("cv", "sdk_ext XGBoost hook: under xgb.cv only metrics are saved (mean and std over the "
-                       "folds); the folds' models are not one model")
+        if not isinstance(model, xgb.Booster):  # xgb.cv
+            if included - {K.METRICS, K.LOSSES, K.DEFAULT}:
+                self._warn("cv", "sdk_ext XGBoost hook: under xgb.cv only metrics are saved (mean and std over the "
+                           "folds); the folds' models are not one model")
             return
         features = xmodel.feature_names(model.feature_names, model.num_features())
         first = features[0] if features else "f0"

@@ -80,7 +80,8 @@ _THROTTLING = frozenset(
 # SageMaker's exact answers (ValidationException) to stopping a job that is not running, and to naming a
 # job that does not exist; any other ValidationException is a real error and is raised.
 _NOT_RUNNING = re.compile(
-    r"The request was rejected because the training job is in status (Stopping|Stopped|Completed|Failed|Deleting)\."
+    r"The request was rejected because the training job is in status "
+    r"(Stopping|Stopped|Completed|Failed|Deleting)\."
 )
 _NOT_FOUND = "Requested resource not found."
 _MAX_TAG_PAGES = 10  # a resource has at most 50 tags
@@ -178,7 +179,9 @@ def process_event(
         return outcome(Action.NOT_RUNNING, f"{decision.reason}; DescribeTrainingJob says the job is {status}")
     confirmed, unconfirmed = confirm(decision, job)
     if not confirmed:
-        return outcome(Action.UNCONFIRMED, f"the event says {decision.reason}; {unconfirmed}", level=logging.WARNING)
+        return outcome(
+            Action.UNCONFIRMED, f"the event says {decision.reason}; {unconfirmed}", level=logging.WARNING
+        )
     decision = Decision(True, confirmed, f"{', '.join(r.name for r in confirmed)} reported IssuesFound")
     if config.opt_in_tag is not None:
         try:

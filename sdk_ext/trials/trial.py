@@ -11,7 +11,11 @@ behave the same, with these deliberate differences:
   follows it, so that listing holds every index file written before the marker (with several
   workers, each writes the marker as it closes: the reader waits ``training_end_delay``, 1 s);
 * ``wait_for_steps`` leaves ``dynamic_refresh`` as it found it (smdebug switched it off for good);
-* a bad ``range_steps`` raises ConfigError (a ValueError), not AssertionError.
+* asking for the tensor names of an unknown collection does not create it (``collection(name)`` does,
+  as in smdebug, so an analysis can edit it).
+
+A bad ``range_steps`` raises InvalidRangeSteps: a ConfigError that is also the AssertionError smdebug
+raised, so either ``except`` clause catches it.
 
 Value-level differences (every dtype, values saved with their shape, ``__`` in paths, norms of
 3-D tensors) are described where they happen (format, index_cache, reductions).
@@ -42,6 +46,10 @@ logger = logging.getLogger(__name__)
 _GLOBAL = ModeKeys.GLOBAL
 
 
+class InvalidRangeSteps(ConfigError, AssertionError):
+    """``range_steps`` is not ``(begin, end)`` with ``begin <= end``; smdebug raised AssertionError here."""
+
+
 class Trial:
     """The saved tensors of one training job. Build it with :func:`create_trial`.
 
@@ -63,7 +71,10 @@ class Trial:
         #: the path as the user gave it (``create_trial`` sets it); :attr:`last_index_token` is under it
         self.location = storage.uri
         self.name = name if name is not None else os.path.basename(storage.uri.rstrip("/"))
-        self.range_steps = check_range_steps(range_steps)
+        try:
+            self.range_steps = check_range_steps(range_steps)
+        except ConfigError as err:
+            raise InvalidRangeSteps(err.problems, where="range_steps") from None
         self.options = options or TrialOptions()
         #: False inside rules' ``no_refresh``: queries then use what was already read
         self.dynamic_refresh = True
@@ -375,4 +386,4 @@ def _flatten(items: Any) -> Iterator[str]:
         yield from _flatten(item)
 
 
-__all__ = ["LocalTrial", "S3Trial", "Trial"]
+__all__ = ["InvalidRangeSteps", "LocalTrial", "S3Trial", "Trial"]

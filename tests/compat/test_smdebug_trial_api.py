@@ -176,3 +176,11 @@ def test_same_answers_as_real_smdebug(tmp_path: Path, smdebug_python: Path) -> N
     got = {"last_index_token": trial.last_index_token, "last_complete_step": trial.last_complete_step,
            "picked": sorted(trial.tensor_names(collection="picked")), "no_refresh_yields_trial": same}
     assert got == expected
+
+
+def test_a_bad_range_steps_is_still_the_assertion_error_smdebug_raised(tmp_path: Path) -> None:
+    _write(tmp_path, range(2))
+    with pytest.raises(AssertionError, match="range_steps"):
+        create_trial(str(tmp_path), range_steps=(5, 1))
+    with pytest.raises(ConfigError):
+        create_trial(str(tmp_path), range_steps=(5, 1))

@@ -319,7 +319,7 @@ def _framework_version(job: _Job, framework: str, given: str | None) -> tuple[in
 def _warn_about(plan: JobPlan, decisions: _Decisions, framework: str, framework_version: str | None,
                 profiler_config: ProfilerConfig | None) -> None:
     """Warnings for settings the training job will not honour (as the v2 Estimator warns)."""
-    if framework not in {"xgboost", "sagemaker-xgboost"}:
+    if framework != "xgboost":
         for rule in decisions.debugger_rules:
             if rule.name in _XGBOOST_ONLY_RULES:
                 logger.warning("rule %s is meant for XGBoost training jobs only", rule.name)

@@ -125,7 +125,7 @@ class Hook(BaseHook):
     def _forward_pre(self, module: nn.Module, inputs: Any) -> None:
         # Fast path, most steps: the policy said the next steps of this mode save nothing, and
         # neither the mode nor any collection changed since. Only the counters move.
-        if self._quiet and self._quiet_token == (collections_module._CHANGES, self._steps.mode):
+        if self._quiet and self._quiet_token == (collections_module._CHANGES, self._steps.mode) and self._out_closed():
             self._quiet -= 1
             self._steps.next()
             return
@@ -159,6 +159,11 @@ class Hook(BaseHook):
                     handles.append(param.register_hook(self._gradient_saver(name)))  # type: ignore[no-untyped-call]
         for mod in self._module_candidates:  # picked up by this very call too (torch reads them after forward)
             handles.append(mod.register_forward_hook(self._forward_post))
+
+    def _holds_values(self) -> bool:
+        # Steps start at each forward call: a value given before the first one (or before the next
+        # forward of a script that called end_step) belongs to the step that call starts.
+        return not self._in_step and not self._explicit_steps
 
     def _out_closed(self) -> bool:
         return self._out is None or not self._out.step_open

@@ -68,6 +68,12 @@ def get_hook(json_config_path: str | None = None, create_if_not_exists: bool = F
             return None
 
 
+def del_hook() -> None:
+    """Forget the process's hook (smdebug's ``del_hook``): the next ``get_hook(create_if_not_exists=True)``
+    creates a new one. The forgotten hook is not closed; it still closes at exit."""
+    registry.forget()
+
+
 def install(json_config_path: str | None = None) -> bool:
     """Arm the zero-change hook; True if a config was found. Safe to call more than once."""
     if _state["installed"]:
@@ -142,4 +148,4 @@ def _ensure_log_output() -> None:
     package.setLevel(logging.INFO)
 
 
-__all__ = ["get_hook", "install", "uninstall"]
+__all__ = ["del_hook", "get_hook", "install", "uninstall"]

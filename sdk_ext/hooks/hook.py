@@ -8,7 +8,7 @@
             hook.save_scalar("lr", lr)
     hook.close()
 
-Steps and modes (:mod:`sdk_ext.hooks.stepping`): every step advances the global step and the
+Steps and modes (:mod:`sdk_ext.hooks.step_lifecycle`): every step advances the global step and the
 step of its mode; a value saved outside an open step opens the next one (a framework hook whose
 steps start at each forward call holds it for its next step instead). What a step saves is decided
 by :class:`~sdk_ext.hooks.policy.SavePolicy`, ``save_tensor`` values included. A ``save_scalar``
@@ -17,7 +17,7 @@ value is always written, at the step and mode it was given, even if that step sa
 
 Failure policy: configuration errors raise from the constructor. After that, no method raises:
 the first failure is logged once with its traceback, the hook disables itself and training goes
-on (the boundary is :func:`~sdk_ext.hooks.stepping.guarded`). A value whose dtype the format cannot
+on (the boundary is :func:`~sdk_ext.hooks.step_lifecycle.guarded`). A value whose dtype the format cannot
 hold is skipped with one warning per tensor name; that is not a failure of the hook.
 """
 
@@ -50,8 +50,8 @@ from sdk_ext.hooks.output import Reductions, TrialOutput
 from sdk_ext.hooks.policy import SavePolicy, TensorPlan
 from sdk_ext.hooks.reduction_config import RAW_ONLY, ReductionConfig
 from sdk_ext.hooks.save_config import SaveConfig, SaveConfigMode
-from sdk_ext.hooks.stepping import HookSteps, guarded
-from sdk_ext.hooks.steps import StepCounter
+from sdk_ext.hooks.step_counter import StepCounter
+from sdk_ext.hooks.step_lifecycle import HookSteps, guarded
 from sdk_ext.storage import Storage
 
 logger = logging.getLogger(__name__)

@@ -101,18 +101,17 @@ def _on_module_call(module: Any, path: str) -> None:
         if hook is None:
             _uninstall()
             return
-        if hook._model is None:
+        if not hook.has_model:
             if isinstance(module, torch.nn.modules.loss._Loss) or not any(True for _ in module.parameters()):
                 return  # not the model
-            hook.register_module(module)
-            hook._forward_pre(module, None)  # this call's pre-hook ran before the registration
+            hook.register_module(module, during_forward=True)  # this call's pre-hook ran before the registration
             return
-        if module is hook._model:
+        if hook.is_model(module):
             _state["steps"] += 1
             if _state["steps"] > _WATCH_STEPS:
                 _uninstall()
             return
-        if isinstance(module, torch.nn.modules.loss._Loss) and module not in hook._module_names:
+        if isinstance(module, torch.nn.modules.loss._Loss) and not hook.is_registered(module):
             hook.register_loss(module)
     except Exception:
         logger.exception("sdk_ext: the zero-change hook failed; training goes on without it")

@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 from sdk_ext.hooks.output import TrialOutput
 from sdk_ext.hooks.policy import SavePolicy
-from sdk_ext.hooks.steps import Step, StepCounter
+from sdk_ext.hooks.step_counter import Step, StepCounter
 from sdk_ext.modes import ModeKeys
 
 logger = logging.getLogger(__name__)

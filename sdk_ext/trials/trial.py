@@ -219,7 +219,9 @@ class Trial:
             return tensor
         if not self.has_tensor(tname):
             raise TensorUnavailable(tname)
-        tensor = self._tensors[tname] = Tensor(tname, self)
+        tensor = self._tensors[tname] = Tensor(
+            tname, self, index=self._index, reads=self._reads, refresh=self._maybe_refresh
+        )
         return tensor
 
     # --- steps and modes ------------------------------------------------------------------------------
@@ -284,7 +286,7 @@ class Trial:
 
     def has_passed_step(self, step: int, mode: ModeKeys = _GLOBAL) -> StepState:
         """AVAILABLE (complete), NOT_YET_AVAILABLE (may still come) or UNAVAILABLE (never will)."""
-        return step_state(self, step, _mode(mode))
+        return step_state(self, self._index, step, _mode(mode))
 
     def wait_for_steps(
         self, required_steps: Iterable[int], mode: ModeKeys = _GLOBAL, *, timeout: float | None = None

@@ -143,9 +143,11 @@ class LocalStorage:
         return self.root
 
     def path(self, key: str) -> str:
-        """The filesystem path of ``key``."""
+        """The filesystem path of ``key``; a key with a ``..`` segment is refused (it stays under the root)."""
         if not key:
             return self.root
+        if ".." in key and ".." in key.replace("\\", "/").split("/"):
+            raise StorageError(f"{key!r}: a key with a '..' segment would leave the storage root {self.root}")
         if _SLASH:  # the key is already a path relative to the root (a string join: ~10x os.path.join)
             return f"{self.root}/{key}"
         return os.path.join(self.root, *key.split("/"))
@@ -222,6 +224,15 @@ class LocalStorage:
         except OSError as err:
             if err.errno != errno.ENOENT:
                 raise _translate(err, f"deleting {self.path(key)}") from err
+
+    def size(self, key: str) -> int:
+        """Bytes ``key`` holds (an optional Storage capability, next to ``read_into``: a reader checks
+        a byte range an index states against it before allocating memory for it)."""
+        path = self.path(key)
+        try:
+            return os.stat(path).st_size
+        except OSError as err:
+            raise _translate(err, f"reading {path}") from err
 
     def read_into(self, key: str, buffer: bytearray | memoryview, *, start: int = 0) -> int:
         """Fill ``buffer`` with the bytes of ``key`` from ``start`` on; return how many there were.

@@ -176,18 +176,24 @@ class Reads:
         return got[0]
 
     def read_many(
-        self, located: Sequence[tuple[StepFile, Location]], name: str, steps: Sequence[int], mode: ModeKeys
+        self,
+        located: Sequence[tuple[StepFile, Location]],
+        name: str | Sequence[str],
+        steps: Sequence[int],
+        mode: ModeKeys,
     ) -> list[Array]:
-        """The values of several records, their storage requests in one batch."""
+        """The values of several records, their storage requests in one batch; ``name`` is the
+        records' tensor name, or one per record."""
+        names = [name] * len(located) if isinstance(name, str) else list(name)
         if self._memo is not None or any(sf.event_key is None for sf, _ in located):
-            return [self.read(sf, loc, name, step, mode) for (sf, loc), step in zip(located, steps)]
+            return [self.read(sf, loc, n, step, mode) for (sf, loc), n, step in zip(located, names, steps)]
         try:
             return self.reader.read_many(
-                [(sf.event_key, s, n, sf.event_size, name) for sf, (s, n) in located]  # type: ignore[misc]
+                [(sf.event_key, s, n, sf.event_size, t) for (sf, (s, n)), t in zip(located, names)]  # type: ignore[misc]
             )
         except EventFileUnavailable as err:  # already waited for: say which step, do not wait again
-            step = next((st for (sf, _), st in zip(located, steps) if sf.event_key == err.key), steps[0])
-            raise TensorUnavailableForStep(name, step, mode) from err
+            at = next((k for k, (sf, _) in enumerate(located) if sf.event_key == err.key), 0)
+            raise TensorUnavailableForStep(names[at], steps[at], mode) from err
 
     def read_steps(self, name: str, steps: Sequence[int], mode: ModeKeys, worker: str | None) -> list[Array] | None:
         """The raw values of ``name`` at ``steps``, many per call; None where the step-by-step path is needed."""

@@ -23,6 +23,7 @@ from sdk_ext.exceptions import (
     StepUnavailable,
     TensorUnavailableForStep,
 )
+from sdk_ext.format.paths import reduction_tensor_name
 from sdk_ext.modes import ModeKeys, StepState
 from sdk_ext.trials.index_cache import ReductionKey, StepFile, TrialIndex
 from sdk_ext.trials.reads import Reads
@@ -128,6 +129,9 @@ class Tensor:
         raise InvalidWorker(worker, [f.worker for f in holders])
 
     def _raise_missing(self, step: int, mode: ModeKeys) -> None:
+        damage = self._index.damage_at(step, mode)
+        if damage is not None:  # an index file of this step is corrupt: say which
+            raise damage
         trial = self._trial
         state = trial.has_passed_step(step, mode)
         if state is StepState.AVAILABLE:
@@ -238,8 +242,8 @@ class Tensor:
         sf = self._step_file(step_num, mode, worker)
         stored = sf.reductions.get(self.name)
         loc = None if stored is None else stored.get((op, bool(abs)))
-        if loc is not None:
-            return self._reads.read(sf, loc, self.name, step_num, mode)
+        if loc is not None:  # the record's tag is the reduction's own name
+            return self._reads.read(sf, loc, reduction_tensor_name(self.name, op, abs=bool(abs)), step_num, mode)
         raw = sf.raw.get(self.name)
         if raw is None:
             raise TensorUnavailableForStep(self.name, step_num, mode, has_reductions=bool(stored))
@@ -253,7 +257,12 @@ class Tensor:
         sf = self._step_file(step_num, mode, worker)
         stored = sf.reductions.get(self.name) or {}
         keys = list(stored)
-        arrays = self._reads.read_many([(sf, stored[k]) for k in keys], self.name, [step_num] * len(keys), mode)
+        arrays = self._reads.read_many(
+            [(sf, stored[k]) for k in keys],
+            [reduction_tensor_name(self.name, op, abs=a) for op, a in keys],
+            [step_num] * len(keys),
+            mode,
+        )
         return dict(zip(keys, arrays))
 
 

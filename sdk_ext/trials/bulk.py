@@ -28,6 +28,7 @@ import numpy as np
 from sdk_ext.format.record_batch import gather_contents, match_layout
 from sdk_ext.trials.file_cache import Chunk
 from sdk_ext.trials.plan import Ints, StepPlan
+from sdk_ext.trials.values import LARGE_RECORD
 
 if TYPE_CHECKING:
     from sdk_ext.trials.values import ValueReader
@@ -81,6 +82,12 @@ def read_values(reader: ValueReader, plan: StepPlan, name: str) -> list[Array] |
     if located is None:
         return None
     numbers, starts, lengths = located
+    if (
+        reader.ranged(plan.trial_bytes)
+        and int(lengths.max()) < LARGE_RECORD  # large ones are read straight into their rows (read_many)
+        and (plan.chunk[numbers] < 0).any()
+    ):
+        return _read_gathered(reader, plan, name, numbers, starts, lengths)
     if not _resolve(reader, plan, numbers):
         return None
     cache = reader.cache
@@ -149,6 +156,55 @@ def read_values(reader: ValueReader, plan: StepPlan, name: str) -> list[Array] |
             left = np.ones(n, bool)
             left[np.concatenate(done)] = False
             pending = pending[left[pending]]
+    return out  # type: ignore[return-value]
+
+
+def _read_gathered(
+    reader: ValueReader, plan: StepPlan, name: str, numbers: Ints, starts: Ints, lengths: Ints
+) -> list[Array]:
+    """:func:`read_values` for a trial larger than the file cache: the tensor's records alone are
+    fetched (``ValueReader.gather``: one buffer, back to back), not the event files holding them,
+    then decoded a layout at a time as above. Costs the bytes of the records, whatever the files hold."""
+    files = plan.files
+    keys: list[str] = [files[i].event_key for i in numbers.tolist()]  # type: ignore[misc]
+    starts_list, lengths_list = starts.tolist(), lengths.tolist()
+    buf, where, ok_list = reader.gather(list(zip(keys, starts_list, lengths_list)))
+    ok = np.array(ok_list, bool)
+    data = buf.data.toreadonly()
+    decode = reader.decoder.decode
+
+    def one(k: int) -> Array:
+        key, start, length = keys[k], starts_list[k], lengths_list[k]
+        if ok[k]:
+            at = int(where[k])
+            return decode(data, at, length, name=key, base=start - at, key=name)
+        return reader.read(key, start, length, files[int(numbers[k])].event_size, name)
+
+    n = len(keys)
+    out: list[Array | None] = [None] * n
+    pending = np.arange(n)
+    rounds = 0
+    while pending.size:
+        seed = int(pending[0])
+        out[seed] = one(seed)
+        pending = pending[1:]
+        if not ok[seed] or rounds >= _MAX_ROUNDS or not pending.size:
+            continue
+        rounds += 1
+        layout = reader.decoder.layout(name)
+        if layout is None:
+            continue
+        candidates = pending[ok[pending]]
+        matched, content = match_layout(buf, where[candidates], lengths[candidates], layout)
+        if not matched.size:
+            continue
+        hits = candidates[matched]
+        reader.batched += hits.size
+        for at, row in zip(hits.tolist(), _rows(gather_contents(buf, content, layout))):
+            out[at] = row
+        left = np.ones(n, bool)
+        left[hits] = False
+        pending = pending[left[pending]]
     return out  # type: ignore[return-value]
 
 

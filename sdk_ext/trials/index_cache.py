@@ -76,6 +76,7 @@ class TrialIndex:
         self.mode_names: dict[ModeKeys, set[str]] = {}
         self.names: set[str] = set()
         self.last_complete_step = -1
+        self.event_bytes = 0  # what the event files of every step file read hold, according to their index files
         #: global step -> {index file key: why it cannot be read}; those steps' other files stay readable
         self.damaged: dict[int, dict[str, IndexReaderException]] = {}
         self.generation = 0  # bumped whenever step files are added
@@ -157,6 +158,7 @@ class TrialIndex:
             files.append(sf)
             files.sort(key=_worker_of)
         self.known_workers.add(sf.worker)
+        self.event_bytes += sf.event_size
         mode = sf.mode
         names = sf.names
         group = self.steps_by_names.get(id(names))

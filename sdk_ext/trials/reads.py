@@ -141,11 +141,12 @@ class Reads:
         index = self._index
         walk = (name, mode)
         length, file_size = loc[1], sf.event_size
+        ranged = self.reader.ranged(index.event_bytes)  # windows then gather records, not files
         if (
             self._memo is not None
             or not self._ahead_bytes
             or length >= AHEAD_RECORD
-            or file_size > self.reader.whole_file_bytes
+            or (file_size > self.reader.whole_file_bytes and not ranged)
             or self._no_ahead == (name, mode, index.generation)
         ):
             return None
@@ -157,7 +158,9 @@ class Reads:
             size = self._ahead_steps if self._walk is not None and not self._window else AHEAD_FIRST
             self._walk, self._ahead_steps = walk, size
         self.drop_ahead()
-        size = min(self._ahead_steps, most, max(self.reader.cache.chunk_limit // max(file_size, 1), BULK_MIN))
+        size = min(self._ahead_steps, most)
+        if not ranged:  # the window's files are read whole into one cache chunk
+            size = min(size, max(self.reader.cache.chunk_limit // max(file_size, 1), BULK_MIN))
         self._ahead_steps = min(self._ahead_growth * size, most)
         window = list(steps[at : at + size])
         if len(window) < BULK_MIN:

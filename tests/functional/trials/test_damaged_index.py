@@ -118,13 +118,17 @@ MISMATCHED: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
 }
 
 
-@pytest.mark.parametrize("whole_file_bytes", [1 << 20, 0], ids=["whole files", "ranged reads"])
+@pytest.mark.parametrize(
+    "options",
+    [TrialOptions(), TrialOptions(whole_file_bytes=0), TrialOptions(file_cache_bytes=1000)],
+    ids=["whole files", "ranged reads", "gathered records"],
+)
 @pytest.mark.parametrize("variant", sorted(REFUSED))
-def test_a_refused_index_file_makes_only_its_step_unreadable(tmp_path, outside, caplog, variant, whole_file_bytes):
+def test_a_refused_index_file_makes_only_its_step_unreadable(tmp_path, outside, caplog, variant, options):
     storage = LocalStorage(tmp_path / "trial")
     REFUSED[variant](storage)
     with caplog.at_level(logging.WARNING, logger="sdk_ext"):
-        trial = create_trial(storage, options=TrialOptions(whole_file_bytes=whole_file_bytes), timeout=0)
+        trial = create_trial(storage, options=options, timeout=0)
     warned = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert len(warned) == 1 and INDEX in warned[0]  # one warning at open, naming the file
     assert trial.steps() == [s for s in range(STEPS) if s != DAMAGED]
@@ -145,15 +149,19 @@ def read_damaged(trial: Any, name: str, how: str) -> Any:
 
 
 @pytest.mark.parametrize("how", ["value", "walk", "values"])
-@pytest.mark.parametrize("whole_file_bytes", [1 << 20, 0], ids=["whole files", "ranged reads"])
+@pytest.mark.parametrize(
+    "options",
+    [TrialOptions(), TrialOptions(whole_file_bytes=0), TrialOptions(file_cache_bytes=1000)],
+    ids=["whole files", "ranged reads", "gathered records"],
+)
 @pytest.mark.parametrize("variant", sorted(MISMATCHED))
 def test_an_entry_that_disagrees_with_its_record_never_returns_other_values(
-    tmp_path, outside, variant, whole_file_bytes, how
+    tmp_path, outside, variant, options, how
 ):
     storage = LocalStorage(tmp_path / "trial")
     change, name = MISMATCHED[variant]
     edit(storage, change)
-    trial = create_trial(storage, options=TrialOptions(whole_file_bytes=whole_file_bytes), timeout=0)
+    trial = create_trial(storage, options=options, timeout=0)
     event = f"events/{DAMAGED:012d}/{DAMAGED:012d}_worker_0.tfevents"
     with pytest.raises((CorruptRecordError, TensorUnavailableForStep)) as err:
         read_damaged(trial, name, how)

@@ -29,6 +29,7 @@ from sdk_ext.storage import ReadRequest, Storage
 from sdk_ext.trials.file_cache import Entry, FileCache
 from sdk_ext.trials.index_cache import StepFile, TrialIndex
 from sdk_ext.trials.options import TrialOptions, poll
+from sdk_ext.trials.slabs import Slabs
 
 logger = logging.getLogger(__name__)
 
@@ -51,8 +52,6 @@ READ_AHEAD = 64
 #: (event file key, record start, record length, bytes the index says the file holds, tensor name)
 Request = tuple[str, int, int, int, str]
 
-#: event files kept mapped (``Storage.map``) for gathered reads; past this, every map is dropped
-MAPS = 8192
 
 
 class EventFileUnavailable(SdkExtError):
@@ -75,8 +74,7 @@ class ValueReader:
         self.decode = self._decoder.decode
         self._read_into = getattr(storage, "read_into", None)
         self._size = getattr(storage, "size", None)  # with read_into: checks a range before allocating for it
-        self._map = getattr(storage, "map", None)
-        self._maps: dict[str, memoryview] = {}  # event files mapped for gathered reads
+        self.slabs = Slabs(storage, budget=options.file_cache_bytes, slab_bytes=self.cache.chunk_limit)
         self._last_miss: int | None = None  # step of the last value read the cache did not hold
         self.requests = 0  # storage requests made, for benchmarks and tests
         self.batched = 0  # values decoded many at a time (sdk_ext.trials.bulk), for benchmarks and tests
@@ -91,61 +89,11 @@ class ValueReader:
         return self._decoder
 
     def ranged(self, trial_bytes: int) -> bool:
-        """Whether reads of one tensor over many steps should fetch just its records (:meth:`gather`)
-        rather than whole event files: when the trial's event files (``trial_bytes``) are more than
-        the file cache holds, whole files read for one tensor would be gone before the next one."""
+        """Whether reads of one tensor over many steps should fetch just the byte ranges that hold
+        its records (:mod:`sdk_ext.trials.slabs`) rather than whole event files: when the trial's
+        event files (``trial_bytes``) are more than the file cache holds, whole files read for one
+        tensor would be gone before the next one."""
         return trial_bytes > self.cache.budget
-
-    def gather(self, records: Sequence[tuple[str, int, int]]) -> tuple[np.ndarray[Any, Any], Any, list[bool]]:
-        """The records ``(event file key, start, length)`` back to back in one new array.
-
-        Returns ``(array, where, ok)``: ``where[k]`` is record k's offset in the array (which ends
-        with ``CHUNK_PAD`` zero bytes), ``ok[k]`` whether all of its bytes were there (a missing
-        or short file is left to :meth:`read`, which waits for it or says why not). Local files are
-        mapped (``Storage.map``) and kept mapped, so a range costs a copy and no system call;
-        elsewhere the ranges go out in one ``read_many`` (ranges of one object coalesced).
-        """
-        lengths = np.fromiter((n for _, _, n in records), np.int64, len(records))
-        where = np.zeros(len(records), np.int64)
-        np.cumsum(lengths[:-1], out=where[1:])
-        total = int(lengths.sum())
-        array = np.empty(total + CHUNK_PAD, np.uint8)
-        array[total:] = 0
-        view = array.data
-        ok = [False] * len(records)
-        if self._map is not None:
-            maps, open_map = self._maps, self._map
-            offset = 0
-            for k, (key, start, length) in enumerate(records):
-                m = maps.get(key)
-                if m is None:
-                    if len(maps) >= MAPS:
-                        maps.clear()
-                    try:
-                        m = maps[key] = open_map(key)
-                    except StorageNotFound:
-                        offset += length
-                        continue
-                    self.requests += 1
-                if start + length <= len(m):
-                    view[offset : offset + length] = m[start : start + length]
-                    ok[k] = True
-                else:  # short: not kept, the next read maps it again
-                    maps.pop(key, None)
-                offset += length
-            return array, where, ok
-        self.requests += len(records)
-        try:
-            results: list[bytes] = self._storage.read_many([ReadRequest(k, s, n) for k, s, n in records])
-        except StorageNotFound:
-            return array, where, ok
-        for k, data in enumerate(results):
-            length = len(data)
-            if length == records[k][2]:
-                at = int(where[k])
-                view[at : at + length] = data
-                ok[k] = True
-        return array, where, ok
 
     def decode_cached(self, entry: Entry, key: str, start: int, length: int, tensor: str) -> np.ndarray[Any, Any]:
         """The value of a record of the cached file ``entry`` (of ``key``)."""
@@ -453,7 +401,7 @@ class ValueReader:
 
     def clear(self) -> None:
         self.cache.clear()
-        self._maps.clear()
+        self.slabs.clear()
 
 
 __all__ = ["EventFileUnavailable", "Request", "ValueReader"]

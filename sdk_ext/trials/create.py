@@ -32,7 +32,9 @@ def create_trial(
         path: the hook's output directory (SageMaker: the job's ``.../debug-output`` prefix).
         name: defaults to the last path component.
         range_steps: ``(begin, end)``: only global steps ``begin <= step < end``; either may be None.
-        options: waiting and caching knobs (:class:`TrialOptions`).
+        options: waiting and caching knobs (:class:`TrialOptions`); by default those of smdebug's
+            environment variables (``SMDEBUG_TRAINING_END_DELAY_REFRESH`` and the others of
+            :meth:`TrialOptions.from_env`), as smdebug's ``create_trial`` honours them.
         timeout: shortcut for ``options.collections_timeout``: how long to wait for the first
             collections file before raising MissingCollectionFiles.
         cache: keep every value read in memory (smdebug's ``cache``).
@@ -53,7 +55,7 @@ def create_trial(
         storage: Storage = open_storage(text, cache_dir=cache_dir)
     else:
         storage = path
-    opts = options or TrialOptions()
+    opts = options if options is not None else TrialOptions.from_env(os.environ)
     if timeout is not None:
         opts = opts.with_changes(collections_timeout=timeout)
     trial = Trial(storage, name=name, range_steps=range_steps, options=opts, cache=cache)

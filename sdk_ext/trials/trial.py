@@ -9,7 +9,8 @@ behave the same, with these deliberate differences:
   (smdebug raised KeyError);
 * no 1 s sleep at the end of a one-worker job: the marker is checked before the listing that
   follows it, so that listing holds every index file written before the marker (with several
-  workers, each writes the marker as it closes: the reader waits ``training_end_delay``, 1 s);
+  workers, each writes the marker as it closes: the reader waits ``training_end_delay``, 1 s, but only
+  while some worker has not written the last step listed);
 * ``wait_for_steps`` leaves ``dynamic_refresh`` as it found it (smdebug switched it off for good);
 * asking for the tensor names of an unknown collection does not create it (``collection(name)`` does,
   as in smdebug, so an analysis can edit it).
@@ -141,10 +142,14 @@ class Trial:
         The marker was checked before the listing just made, and a worker commits its index files
         before it writes the marker, so with one worker that listing holds everything: no wait.
         With several, every worker writes the marker when *it* closes, so the first one done may
-        precede the others' last steps: wait ``training_end_delay`` (smdebug's 1 s) and list again.
+        precede the others' last steps: wait ``training_end_delay`` (smdebug's 1 s) and list again,
+        unless every worker has written the last step listed (the others are done with it too:
+        data-parallel workers save the same steps), as in a trial opened after training.
         """
         index, opts = self._index, self.options
-        if index.num_workers > 1 and opts.training_end_delay > 0:
+        last = index.steps[-1] if index.steps else None
+        everyone = last is not None and len(index.by_step[last]) >= index.num_workers
+        if index.num_workers > 1 and opts.training_end_delay > 0 and not everyone:
             logger.info("training ended; listing again in %g s for the other workers' last steps",
                         opts.training_end_delay)
             opts.clock.sleep(opts.training_end_delay)
@@ -253,7 +258,9 @@ class Trial:
             return tensor
         if not self.has_tensor(tname):
             raise TensorUnavailable(tname)
-        tensor = self._tensors[tname] = Tensor(tname, self)
+        tensor = self._tensors[tname] = Tensor(
+            tname, self, index=self._index, reads=self._reads, refresh=self._maybe_refresh
+        )
         return tensor
 
     # --- steps and modes ------------------------------------------------------------------------------
@@ -326,7 +333,7 @@ class Trial:
 
     def has_passed_step(self, step: int, mode: ModeKeys = _GLOBAL) -> StepState:
         """AVAILABLE (complete), NOT_YET_AVAILABLE (may still come) or UNAVAILABLE (never will)."""
-        return step_state(self, step, _mode(mode))
+        return step_state(self, self._index, step, _mode(mode))
 
     def wait_for_steps(
         self, required_steps: Iterable[int], mode: ModeKeys = _GLOBAL, *, timeout: float | None = None

@@ -57,6 +57,9 @@ class UsageError(Exception):
     pass
 
 
+_guard: Any = None  # sdk_ext.rules.time_limit.EvaluatorGuard once imported: forced exits of a stuck rule
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{message}\n{self.format_usage()}")
@@ -258,6 +261,7 @@ def run(args: argparse.Namespace, params: dict[str, str], evaluator: Evaluator) 
     from sdk_ext.rules.factory import build_rule, load_rule_class, smdebug_aliases, split_parameters
     from sdk_ext.rules.rule_invoker import invoke_rule
     from sdk_ext.rules.stop_signal import StopSignal
+    from sdk_ext.rules.time_limit import InvocationTimeout
 
     request = split_parameters(params)
     if not request.rule_to_invoke:
@@ -287,9 +291,12 @@ def run(args: argparse.Namespace, params: dict[str, str], evaluator: Evaluator) 
         except ConfigError as err:
             return evaluator.report("Error", f"ClientError: {err}")
         rule.defer_actions = True
+        _guard.on_stuck(lambda err: evaluator.report("Error", f"RuleTimeout: {err}", err.step))
         try:
             invoke_rule(rule, request.start_step, request.end_step, raise_eval_cond=True,
-                        poll_interval=args.poll_interval)
+                        poll_interval=args.poll_interval, time_limit=request.time_limit or 0)
+        except InvocationTimeout as err:
+            return evaluator.report("Error", f"RuleTimeout: {err}", err.step)
         except RuleEvaluationConditionMet as fired:
             code = evaluator.report("IssuesFound", f"RuleEvaluationConditionMet: {fired}\n", fired.step)
             if not args.no_actions and os.environ.get("SDK_EXT_RULE_ACTIONS", "1") != "0":
@@ -309,6 +316,8 @@ def run(args: argparse.Namespace, params: dict[str, str], evaluator: Evaluator) 
 
 def _on_signal(evaluator: Evaluator) -> Any:
     def handler(signum: int, frame: object) -> None:
+        if _guard is not None and evaluator.phase in ("running", "actions"):  # ends us even if the rule won't
+            _guard.arm(evaluator)
         if evaluator.phase == "running":
             raise Stop(signal.Signals(signum).name)
         if evaluator.phase == "actions":
@@ -327,6 +336,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_ERROR
     evaluator = Evaluator(CONTAINER_OUTPUT_DIR if container else ".", None, container=container)
     previous = {s: signal.signal(s, _on_signal(evaluator)) for s in (signal.SIGTERM, signal.SIGINT)}
+    global _guard
+    from sdk_ext.rules.time_limit import EvaluatorGuard
+
+    _guard = EvaluatorGuard()
     logging.basicConfig(level=os.environ.get("SDK_EXT_LOG_LEVEL", "INFO").upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     try:

@@ -190,7 +190,8 @@ class EvaluatorGuard:
         self.watchdog = guard or _WATCHDOG
         self.grace = term_grace(environ)
 
-    def on_stuck(self, handler: Callable[[InvocationTimeout], int]) -> None:
+    def on_stuck(self, handler: Callable[[InvocationTimeout], int] | None) -> None:
+        """Enable (or, with None, disable) the forced end of an invocation stuck past its limit."""
         self.watchdog.on_stuck(handler)
 
     def arm(self, evaluator: Reporter) -> None:

@@ -16,8 +16,10 @@ everything submitted before it. Each remote object appears whole (one PUT).
 
 Failures: a transient failure (throttling, 5xx, a refused or dropped connection, and anything that
 is not one of the two below) is retried with backoff for as long as the spool lives; it never
-disables the writer. Steps completed meanwhile wait in the spool, up to ``max_bytes``; a step that
-does not fit is not saved (a warning names it; the count is logged at close). A permanent failure
+disables the writer. Steps completed meanwhile wait in the spool, up to ``max_bytes``; during an
+outage a step that does not fit is not saved (a warning names it; the count is logged at close),
+while uploads work a full spool makes the writer wait for room (a store slower than training
+slows training, as direct writes did, and loses nothing). A permanent failure
 (:class:`~sdk_ext.exceptions.StorageNotFound`: the bucket is missing;
 :class:`~sdk_ext.exceptions.StorageAccessDenied`) stops uploading: the next :meth:`UploadSpool.submit`
 or :meth:`UploadSpool.close` raises it, naming where the files not uploaded are kept.
@@ -271,6 +273,11 @@ class UploadSpool:
                 raise StorageError(f"{self.uri}: the upload spool is closed; {label} not saved")
             size = sum(f.size for f in files)
             with self._lock:
+                # full while uploads work (a store slower than training): wait for room, as a direct write
+                # would; full during an outage: the step is not saved (training must not wait for S3)
+                while (bounded and self._bytes and self._bytes + size > self.config.max_bytes
+                       and self._outage is None and self._fatal is None and not self._abandoned):
+                    self._lock.wait(0.5)
                 if bounded and self._bytes and self._bytes + size > self.config.max_bytes:
                     self._refuse(label)
                     return False
@@ -384,6 +391,7 @@ class UploadSpool:
             if self._outage is not None:
                 return
             self._outage = _Outage(self._clock(), str(err))
+            self._lock.notify_all()  # a writer waiting for room stops waiting
         log.warning(
             "sdk_ext: uploads to %s are failing (%s); completed steps are kept in %s (up to %d bytes) and "
             "uploaded in order when the store answers again; retrying with backoff",

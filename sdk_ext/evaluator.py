@@ -10,14 +10,16 @@ thin wrapper) are the same program:
 With no arguments at all it runs in container mode (SageMaker Processing paths; see rules/README.md).
 ``--param`` values are strings exactly as SageMaker's RuleParameters; the reserved keys
 (``rule_to_invoke``, ``source_s3_uri``, ``other_trial_<i>``, ``start_step``, ``end_step``,
-``action_json``) may be given as ``--param`` too, so a DebugRuleConfiguration's RuleParameters can
+``action_json``, ``invoke_timeout_secs``) may be given as ``--param`` too, so a DebugRuleConfiguration's RuleParameters can
 be passed verbatim.
 
 ``<output-dir>/status.json`` says InProgress from the start, then the outcome; the exit code
 follows it: 0 NoIssuesFound, 3 IssuesFound, 2 Error, 4 Stopped (SIGTERM/SIGINT). The rule stops at
 its first firing. The training job counts as ended when ``training_job_end.ts`` appears, or when
 SageMaker's stop signal (``SAGEMAKER_ENV_RULE_STOP_SIGNAL_FILE``) plus ``rule_stop_grace_time_secs``
-has passed (:mod:`sdk_ext.rules.stop_signal`).
+has passed (:mod:`sdk_ext.rules.stop_signal`). A rule stuck at one step ends in Error after
+``invoke_timeout_secs`` (default 300), and SIGTERM ends the process within
+``SDK_EXT_RULE_TERM_GRACE_SECS`` (default 5) whatever the rule does (:mod:`sdk_ext.rules.time_limit`).
 """
 
 from __future__ import annotations
@@ -33,9 +35,12 @@ import time
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from sdk_ext.exceptions import ConfigError  # light: no numpy; the rest is imported after the signal handlers
+
+if TYPE_CHECKING:
+    from sdk_ext.rules.time_limit import EvaluatorGuard
 
 logger = logging.getLogger("sdk_ext.rules.evaluate")
 
@@ -58,6 +63,9 @@ class ActionsInterrupted(BaseException):
 
 class UsageError(Exception):
     pass
+
+
+_guard: EvaluatorGuard | None = None  # set by main() once imported: forced exits of a stuck rule
 
 
 class _Parser(argparse.ArgumentParser):
@@ -261,6 +269,7 @@ def run(args: argparse.Namespace, params: dict[str, str], evaluator: Evaluator) 
     from sdk_ext.rules.factory import build_rule, load_rule_class, smdebug_aliases, split_parameters
     from sdk_ext.rules.rule_invoker import invoke_rule
     from sdk_ext.rules.stop_signal import StopSignal
+    from sdk_ext.rules.time_limit import InvocationTimeout
 
     request = split_parameters(params)
     if not request.rule_to_invoke:
@@ -290,9 +299,13 @@ def run(args: argparse.Namespace, params: dict[str, str], evaluator: Evaluator) 
         except ConfigError as err:
             return evaluator.report("Error", f"ClientError: {err}")
         rule.defer_actions = True
+        if _guard is not None:  # a rule that swallows InvocationTimeout is ended by the watchdog
+            _guard.on_stuck(lambda err: evaluator.report("Error", f"RuleTimeout: {err}", err.step))
         try:
             invoke_rule(rule, request.start_step, request.end_step, raise_eval_cond=True,
-                        poll_interval=args.poll_interval)
+                        poll_interval=args.poll_interval, time_limit=request.time_limit or 0)
+        except InvocationTimeout as err:
+            return evaluator.report("Error", f"RuleTimeout: {err}", err.step)
         except RuleEvaluationConditionMet as fired:
             code = evaluator.report("IssuesFound", f"RuleEvaluationConditionMet: {fired}\n", fired.step)
             if not args.no_actions and os.environ.get("SDK_EXT_RULE_ACTIONS", "1") != "0":
@@ -312,6 +325,8 @@ def run(args: argparse.Namespace, params: dict[str, str], evaluator: Evaluator) 
 
 def _on_signal(evaluator: Evaluator) -> Any:
     def handler(signum: int, frame: object) -> None:
+        if _guard is not None and evaluator.phase in ("running", "actions"):  # ends us even if the rule won't
+            _guard.arm(evaluator)
         if evaluator.phase == "running":
             raise Stop(signal.Signals(signum).name)
         if evaluator.phase == "actions":
@@ -321,6 +336,7 @@ def _on_signal(evaluator: Evaluator) -> Any:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    global _guard
     argv = list(sys.argv[1:] if argv is None else argv)
     container = not argv and _in_container()
     if not argv and not container:
@@ -334,6 +350,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     try:
         try:
+            from sdk_ext.rules.time_limit import EvaluatorGuard
+
+            _guard = EvaluatorGuard()
             if container:
                 params, args = _container_config()
             else:
@@ -356,6 +375,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Stop:  # a signal while reporting a non-final status
         return evaluator.report("Stopped", "Rule evaluation stopped by a signal")
     finally:
+        if _guard is not None:
+            _guard.on_stuck(None)  # the evaluation is over: a later invocation in this process is a library call
         for s, h in previous.items():
             signal.signal(s, h)
 

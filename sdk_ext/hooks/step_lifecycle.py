@@ -163,9 +163,10 @@ class HookSteps:
             self.failure = sys.exc_info()[1]
         if not self._disabled:
             logger.exception(
-                "sdk_ext hook failed in %s; the hook is disabled for the rest of training (training goes on). "
+                "sdk_ext hook failed in %s (%s); the hook is disabled for the rest of training (training goes on). "
                 "Steps completed before this point are intact in %s.",
                 where,
+                sys.exc_info()[1],
                 self.out_dir,
             )
         self._disabled = True

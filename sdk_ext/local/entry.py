@@ -24,9 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from sdk_ext.exceptions import ConfigError
-from sdk_ext.local import layout
+from sdk_ext.local import layout, request_check
 
-JOB_NAME = re.compile(r"[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}")  # SageMaker's TrainingJobName pattern
 _ERROR_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt|Warning|Failure)\b.*$|^[A-Za-z_][\w.]*: .+$")
 
 
@@ -41,21 +40,13 @@ class Command:
 
 
 def check_request(request: Mapping[str, Any]) -> None:
-    """Raise ConfigError listing what a local job cannot run with."""
-    problems = []
-    name = request.get("TrainingJobName")
-    if not isinstance(name, str) or not JOB_NAME.fullmatch(name):
-        problems.append(f"TrainingJobName {name!r}: 1-63 letters, digits and hyphens, starting with a letter "
-                        "or digit (SageMaker's rule)")
-    for i, rule in enumerate(request.get("DebugRuleConfigurations") or []):
-        if not isinstance(rule, Mapping) or not rule.get("RuleConfigurationName"):
-            problems.append(f"DebugRuleConfigurations[{i}] has no RuleConfigurationName")
-    names = [r.get("RuleConfigurationName") for r in request.get("DebugRuleConfigurations") or []
-             if isinstance(r, Mapping)]
-    if len(set(names)) != len(names):
-        problems.append(f"RuleConfigurationName values must be unique, got {names}")
-    if problems:
-        raise ConfigError(problems, where="CreateTrainingJob request")
+    """Raise ConfigError listing every name and path SageMaker's API would refuse (:mod:`.request_check`)."""
+    request_check.check_request(request)
+
+
+def check_paths(job_dir: layout.JobDir, request: Mapping[str, Any]) -> None:
+    """Raise ConfigError naming every field that would put a file of the job outside ``job_dir``."""
+    request_check.check_request(request, job_dir.root)
 
 
 def _python_command(python: str, script: Path, cwd: Path, hps: Mapping[str, Any], script_args: Sequence[str],
@@ -99,6 +90,9 @@ def resolve_command(request: Mapping[str, Any], job_dir: layout.JobDir, *, pytho
                               "a file:// URI or a local .tar.gz (S3 is not downloaded)", where="local job")
         code_dir = _unpack(source, job_dir.root / "code") if source.is_file() else source.resolve()
     script = code_dir / program
+    if not request_check.inside(code_dir, script):
+        raise ConfigError(f"HyperParameters.sagemaker_program {program!r} resolves outside its submit directory "
+                          f"{code_dir}; name a script inside it (e.g. train.py)", where="CreateTrainingJob request")
     if not script.is_file():
         raise ConfigError(f"sagemaker_program {program!r} is not a file in {code_dir}", where="local job")
     return _python_command(python, script, code_dir, hps, script_args, zero_change)

@@ -32,7 +32,7 @@ from typing import Any
 
 from sdk_ext.exceptions import ConfigError
 from sdk_ext.local import deployment, layout, rule_jobs
-from sdk_ext.local.entry import Command, check_request, failure_reason, resolve_command
+from sdk_ext.local.entry import Command, check_paths, check_request, failure_reason, resolve_command
 from sdk_ext.local.events import EventDispatcher, Target, state_change_event, to_json
 from sdk_ext.local.job import JobStateError, LocalJob, utc_now
 from sdk_ext.local.processes import Child, stop_all
@@ -102,6 +102,7 @@ class JobRunner:
         name = self.request["TrainingJobName"]
         # absolute: children run in other working directories
         self.dir = layout.JobDir((Path(job_dir) if job_dir is not None else settings.jobs_root / name).resolve())
+        check_paths(self.dir, self.request)  # nothing of the job may land outside its directory
         self.entry_point = entry_point
         self.script_args = list(script_args)
         self.zero_change = zero_change

@@ -56,6 +56,18 @@ def add_parsers(sub: Any) -> None:
     p.set_defaults(handler=report_command)
 
 
+def _existing(path: str) -> str:
+    """``path`` (a trial or job directory, or an ``s3://`` URI, kept as it is) if it can hold a trial.
+
+    Raises:
+        ConfigError: a local path that does not exist (said at once, not after the trial's wait).
+    """
+    if not path.startswith("s3://") and not os.path.exists(path):
+        raise ConfigError(f"{path} does not exist; give a trial directory, a job directory (sdk-ext run makes "
+                          "them under ./sdk-ext-jobs) or an s3://bucket/prefix", where="arguments")
+    return path
+
+
 # --- trial ------------------------------------------------------------------------------------------
 
 def _stats(value: np.ndarray[Any, Any]) -> dict[str, Any]:
@@ -76,7 +88,7 @@ def _stats(value: np.ndarray[Any, Any]) -> dict[str, Any]:
 def trial_command(args: argparse.Namespace, console: Console) -> int:
     from sdk_ext.trials import create_trial
 
-    trial_path, _, _ = locate(args.path)
+    trial_path, _, _ = locate(_existing(args.path))
     trial = create_trial(trial_path, timeout=args.timeout)
     mode = ModeKeys[args.mode] if args.mode else ModeKeys.GLOBAL
     if args.tensor:
@@ -150,7 +162,7 @@ def rules_command(args: argparse.Namespace, console: Console) -> int:
 
     if not args.rule and not args.custom_rule:
         raise ConfigError("name at least one --rule NAME or --custom-rule FILE.py:CLASS", where="arguments")
-    trial_path, _, _ = locate(args.path)
+    trial_path, _, _ = locate(_existing(args.path))
     request = build_request(script=None, base={"TrainingJobName": "sdk-ext-rules"}, job_name=None, rules=args.rule,
                             rule_params=args.rule_param, custom_rules=args.custom_rule)
     extra: list[str] = []
@@ -167,7 +179,7 @@ def rules_command(args: argparse.Namespace, console: Console) -> int:
         name = rule["RuleConfigurationName"]
         out = root / name
         out.mkdir(parents=True, exist_ok=True)
-        argv = rule_jobs.evaluator_argv(python=sys.executable, evaluate_py=evaluate_py, trial_dir=Path(trial_path),
+        argv = rule_jobs.evaluator_argv(python=sys.executable, evaluate_py=evaluate_py, trial_dir=trial_path,
                                         output_dir=out, rule_configuration_name=name,
                                         rule_parameters=rule_jobs.describe_rule_parameters(rule),
                                         poll_interval=0.2, extra=extra)
@@ -208,7 +220,7 @@ def rules_command(args: argparse.Namespace, console: Console) -> int:
 def report_command(args: argparse.Namespace, console: Console) -> int:
     from sdk_ext.local.report import outcome, write_report
 
-    _, _, job_dir = locate(args.path, args.job)
+    _, _, job_dir = locate(_existing(args.path), args.job)
     out = args.output or ((job_dir / "report.html") if job_dir is not None else Path("report.html"))
     data = write_report(args.path, out, job_file=args.job, progress=console.progress, max_series=args.max_series)
     console.done()

@@ -43,15 +43,18 @@ def evaluator_argv(
     *,
     python: str,
     evaluate_py: Path,
-    trial_dir: Path,
+    trial_dir: str | os.PathLike[str],
     output_dir: Path,
     rule_configuration_name: str,
     rule_parameters: Mapping[str, str],
     poll_interval: float,
     extra: Sequence[str] = (),
 ) -> list[str]:
-    """The evaluator's command line for one rule configuration (its RuleParameters passed verbatim)."""
-    argv = [python, str(evaluate_py), "--trial-dir", str(trial_dir), "--output-dir", str(output_dir),
+    """The evaluator's command line for one rule configuration (its RuleParameters passed verbatim).
+
+    ``trial_dir`` is passed as given: an ``s3://`` URI must not go through ``Path`` (which collapses ``//``).
+    """
+    argv = [python, str(evaluate_py), "--trial-dir", os.fspath(trial_dir), "--output-dir", str(output_dir),
             "--rule-configuration-name", rule_configuration_name, "--poll-interval", repr(float(poll_interval))]
     for key, value in rule_parameters.items():
         argv += ["--param", f"{key}={value}"]

@@ -8,7 +8,9 @@ What a local request runs (first match):
    URI or ``.tar.gz``), as SageMaker's framework estimators send it: ``python <program>`` in that directory.
 
 A Python entry point gets the non-``sagemaker_*`` hyperparameters as ``--name value`` arguments, then
-``script_args``; ``zero_change`` runs it through ``python -m sdk_ext.pytorch.run``.
+``script_args``. It runs through its framework's zero-change launcher (``python -m sdk_ext.pytorch.run``)
+when it imports a framework that has one, as SageMaker's framework containers add the hook
+(frameworks.py); ``zero_change`` True forces that, False turns it off, None decides by the imports.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from sdk_ext.exceptions import ConfigError
-from sdk_ext.local import layout
+from sdk_ext.local import frameworks, layout
 
 JOB_NAME = re.compile(r"[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}")  # SageMaker's TrainingJobName pattern
 _ERROR_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt|Warning|Failure)\b.*$|^[A-Za-z_][\w.]*: .+$")
@@ -59,15 +61,16 @@ def check_request(request: Mapping[str, Any]) -> None:
 
 
 def _python_command(python: str, script: Path, cwd: Path, hps: Mapping[str, Any], script_args: Sequence[str],
-                    zero_change: bool) -> Command:
+                    zero_change: bool | None) -> Command:
     user_args = [*layout.hyperparameter_args(hps), *script_args]
-    launcher = [python, "-m", "sdk_ext.pytorch.run"] if zero_change else [python]
+    module = frameworks.launcher(script, zero_change)
+    launcher = [python, "-m", module] if module else [python]
     return Command([*launcher, str(script), *user_args], cwd, script.name, user_args)
 
 
 def resolve_command(request: Mapping[str, Any], job_dir: layout.JobDir, *, python: str,
                     entry_point: str | os.PathLike[str] | None, script_args: Sequence[str],
-                    zero_change: bool) -> Command:
+                    zero_change: bool | None) -> Command:
     """What the job runs (the module docstring's rules).
 
     Raises:

@@ -7,6 +7,7 @@ one made for SageMaker. S3 paths in it are placeholders locally: the job directo
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -46,7 +47,9 @@ def builtin_rule(name: str) -> dict[str, Any]:
     found = table.get(_key(name))
     if found is None:
         names = sorted(_call(v)["DebugRuleConfiguration"]["RuleConfigurationName"] for v in table.values())
-        raise ConfigError(f"--rule {name!r}: not a built-in rule; choose one of {', '.join(names)} "
+        close = difflib.get_close_matches(_key(name), [_key(n) for n in names], n=1, cutoff=0.6)
+        guess = next((f"did you mean {n}? " for n in names if close and _key(n) == close[0]), "")
+        raise ConfigError(f"--rule {name!r}: not a built-in rule; {guess}choose one of {', '.join(names)} "
                           "(or --custom-rule FILE.py:CLASS)", where="arguments")
     config: dict[str, Any] = _call(found)
     return config

@@ -29,6 +29,7 @@ from sdk_ext.exceptions import ConfigError
 from sdk_ext.local import frameworks, layout
 
 JOB_NAME = re.compile(r"[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}")  # SageMaker's TrainingJobName pattern
+_FILE_LINE = re.compile(r'^File "(.+)", line (\d+)')
 _ERROR_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt|Warning|Failure)\b.*$|^[A-Za-z_][\w.]*: .+$")
 
 
@@ -127,6 +128,11 @@ def failure_reason(exit_code: int, command: Command, job_dir: layout.JobDir, out
         return written
     lines = [ln.strip() for ln in output_tail.splitlines() if ln.strip()]
     message = next((ln for ln in reversed(lines) if _ERROR_LINE.match(ln)), lines[-1] if lines else "")
+    if message.startswith(("SyntaxError", "IndentationError", "TabError")):
+        # the traceback's last frame names the file and line the parser stopped at; the message does not
+        where = next((m for ln in reversed(lines) if (m := _FILE_LINE.match(ln))), None)
+        if where is not None:
+            message += f" ({where.group(1)}, line {where.group(2)})"
     code = f"{exit_code} (killed by {signal.Signals(-exit_code).name})" if exit_code < 0 and \
         -exit_code in signal.Signals._value2member_map_ else str(exit_code)
     return (f"AlgorithmError: ExecuteUserScriptError:\nExitCode {code}\nErrorMessage \"{message}\"\n"

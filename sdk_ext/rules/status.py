@@ -51,8 +51,9 @@ def no_issues_details(how: str, coverage_note: str | None) -> str:
 def reason(details: str | None) -> str:
     """The part of StatusDetails a person reads: without SageMaker's standard prefixes
     (``RuleEvaluationConditionMet: Evaluation of the rule X at step N resulted in the condition being met:``,
-    ``ClientError:``), on one line, never cut."""
-    text = " ".join((details or "").split())
+    ``ClientError:``), on one line, never cut; a traceback after the message stays in the status file."""
+    text = (details or "").split("\nTraceback (most recent call last):", 1)[0]
+    text = " ".join(text.split())
     for prefix in _PREFIXES:
         if text.startswith(prefix):
             text = text[len(prefix):]

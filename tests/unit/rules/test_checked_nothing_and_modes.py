@@ -75,3 +75,5 @@ def test_summary_reason_drops_the_standard_prefix_and_keeps_the_whole_reason() -
                f"condition being met: {why}\n")
     assert reason(details) == " ".join(why.split())
     assert reason("ClientError: No debugging data was saved") == "No debugging data was saved"
+    crashed = "InternalError: RuntimeError: boom\nTraceback (most recent call last):\n  File \"x.py\", line 1\n"
+    assert reason(crashed) == "RuntimeError: boom"

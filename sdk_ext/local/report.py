@@ -55,7 +55,14 @@ ADVICE: dict[str, str] = {
 _STATUS_CLASS = {"IssuesFound": "bad", "Error": "bad", "Failed": "bad", "Stopped": "warn", "Stopping": "warn",
                  "NoIssuesFound": "good", "Completed": "good", "InProgress": "info"}
 
-_CSS = """
+#: The charts' styles (the report's, and a notebook's inline chart, which must not restyle the page).
+CHART_CSS = (".chart .title{font-size:14px;font-weight:600} .chart .axis{font-size:12px;fill:#444}"
+             ".chart .tick{font-size:11px;fill:#555} .chart .grid{stroke:#eee} .chart .mlabel{font-size:11px;"
+             "font-weight:600} .legend{display:flex;flex-wrap:wrap;gap:4px 14px;margin:2px 0 18px 72px;font-size:12px}"
+             ".legend span:before{content:'';display:inline-block;width:14px;height:3px;margin:0 5px 3px 0;"
+             "background:var(--c)} .offnote{margin:0 0 14px 72px;font-size:12px;color:#a33}")
+
+_CSS = CHART_CSS + """
 body{font:14px/1.45 system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;margin:24px auto;max-width:940px;color:#222}
 h1{font-size:22px;margin:0 0 4px} h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #ddd}
 .outcome{padding:12px 16px;border-radius:6px;margin:12px 0;font-size:16px}
@@ -66,12 +73,8 @@ vertical-align:top} th{width:190px;color:#555;font-weight:600}
 .badge{display:inline-block;padding:1px 8px;border-radius:10px;font-size:12px;font-weight:600;color:#fff;background:#777}
 .badge.bad{background:#d62728} .badge.good{background:#2ca02c} .badge.warn{background:#ff7f0e}
 .badge.info{background:#1f77b4} pre{white-space:pre-wrap;margin:0;font-size:12px}
-.chart .title{font-size:14px;font-weight:600} .chart .axis{font-size:12px;fill:#444}
-.chart .tick{font-size:11px;fill:#555} .chart .grid{stroke:#eee} .chart .mlabel{font-size:11px;font-weight:600}
-.legend{display:flex;flex-wrap:wrap;gap:4px 14px;margin:2px 0 18px 72px;font-size:12px}
-.legend span:before{content:'';display:inline-block;width:14px;height:3px;margin:0 5px 3px 0;background:var(--c)}
 .note{color:#666;font-size:12px} footer{margin-top:32px;color:#888;font-size:12px}
-.advice{margin:4px 0 0;font-size:13px} .offnote{margin:0 0 14px 72px;font-size:12px;color:#a33}
+.advice{margin:4px 0 0;font-size:13px}
 .nodata{padding:10px 14px;border-radius:6px;background:#fdecea;border:1px solid #d62728;margin:8px 0}
 pre.log{background:#f6f6f6;border:1px solid #ddd;padding:8px;font-size:11px;max-height:480px;overflow:auto}
 """
@@ -176,7 +179,7 @@ def _facts(rows: list[tuple[str, str]]) -> str:
     return "<table>" + "".join(f"<tr><th>{escape(k)}</th><td>{v}</td></tr>" for k, v in rows if v) + "</table>"
 
 
-def _chart(title: str, y_label: str, panel: Panel, markers: list[svg.Marker], empty: str,
+def chart_html(title: str, y_label: str, panel: Panel, markers: list[svg.Marker], empty: str,
            x_range: tuple[int, int] | None) -> str:
     if not panel.series:
         return f"<h2>{escape(title)}</h2><p class=\"note\">{escape(empty)}</p>"
@@ -204,6 +207,22 @@ def _off_note(panel: Panel) -> str:
     return f'<p class="offnote">Not on the axis: {escape("; ".join(parts))}.</p>'
 
 
+def verdict_markers(data: ReportData) -> list[svg.Marker]:
+    """A marker at the step of each rule that found issues (on every chart)."""
+    return [svg.Marker(v.step, f"{v.rule}: {v.status} @ {v.step}") for v in data.verdicts
+            if v.step is not None and v.status == "IssuesFound"]
+
+
+#: The report's charts: name -> (title, y label, the ReportData field, what to say when it is empty)
+CHARTS: dict[str, tuple[str, str, str, str]] = {
+    "losses": ("Losses", "loss", "losses", "No loss tensors were saved (collection 'losses')."),
+    "gradients": ("Gradient norms per layer", "L2 norm", "gradients",
+                  "No gradients were saved (collection 'gradients')."),
+    "weights": ("Weight norms per layer", "L2 norm", "weights", "No weights were saved (collection 'weights')."),
+    "scalars": ("Saved scalars", "value", "scalars", "No scalars were saved (hook.save_scalar)."),
+}
+
+
 def _log_tail(data: ReportData) -> str:
     if not data.log_tail:
         return ""
@@ -215,8 +234,7 @@ def render_html(data: ReportData) -> str:
     """The whole report as one HTML document."""
     job: Mapping[str, Any] = data.job or {}
     css_class, sentence = outcome(data)
-    markers = [svg.Marker(v.step, f"{v.rule}: {v.status} @ {v.step}") for v in data.verdicts
-               if v.step is not None and v.status == "IssuesFound"]
+    markers = verdict_markers(data)
     steps = data.steps
     step_text = f"{len(steps)} saved ({steps[0]} to {steps[-1]})" if steps else "none"
     x_range = (steps[0], steps[-1]) if steps else None  # every chart spans the same steps
@@ -245,12 +263,9 @@ def render_html(data: ReportData) -> str:
          if data.no_data else ""),
         "<h2>Rules</h2>", _rules_table(data),
         _log_tail(data),
-        _chart("Losses", "loss", data.losses, markers, "No loss tensors were saved (collection 'losses').", x_range),
-        _chart("Gradient norms per layer", "L2 norm", data.gradients, markers,
-               "No gradients were saved (collection 'gradients').", x_range),
-        _chart("Weight norms per layer", "L2 norm", data.weights, markers,
-               "No weights were saved (collection 'weights').", x_range),
-        _chart("Saved scalars", "value", data.scalars, markers, "", x_range) if data.scalars.series else "",
+        *(chart_html(title, y_label, getattr(data, field_name), markers, empty, x_range)
+          for key, (title, y_label, field_name, empty) in CHARTS.items()
+          if key != "scalars" or data.scalars.series),
         "<h2>Job</h2>" + _facts(job_rows) if job else "", "<h2>Trial</h2>" + _facts(trial_rows),
         (f"<footer>Written by sdk_ext {escape(__version__)} on "
          f"{datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M:%S UTC')}. Red crosses on a chart's top edge: "

@@ -23,6 +23,7 @@ from sdk_ext.exceptions import (
     TensorUnavailableForStep,
 )
 from sdk_ext.modes import ModeKeys, StepState
+from sdk_ext.trials.display import TensorDisplay
 from sdk_ext.trials.index_cache import ReductionKey, StepFile
 from sdk_ext.trials.reductions import compute_reduction, normalize_op
 
@@ -36,7 +37,7 @@ def _mode(mode: ModeKeys | str | int) -> ModeKeys:
     return mode if isinstance(mode, ModeKeys) else ModeKeys.parse(mode)
 
 
-class Tensor:
+class Tensor(TensorDisplay):
     """A tensor of a :class:`~sdk_ext.trials.Trial`; get one with ``trial.tensor(name)``."""
 
     __slots__ = ("_ahead", "_ahead_mode", "_steps", "_steps_key", "_trial", "name")

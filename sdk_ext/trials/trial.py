@@ -30,6 +30,7 @@ from sdk_ext.format.paths import END_OF_JOB
 from sdk_ext.modes import ModeKeys, StepState
 from sdk_ext.storage import Storage
 from sdk_ext.trials.collections import Collection
+from sdk_ext.trials.display import TrialDisplay
 from sdk_ext.trials.index_cache import TrialIndex, check_range_steps
 from sdk_ext.trials.loading import collection_workers, wait_for_collections
 from sdk_ext.trials.options import TrialOptions
@@ -42,7 +43,7 @@ logger = logging.getLogger(__name__)
 _GLOBAL = ModeKeys.GLOBAL
 
 
-class Trial:
+class Trial(TrialDisplay):
     """The saved tensors of one training job. Build it with :func:`create_trial`.
 
     The constructor only assigns; :meth:`load` (called by ``create_trial``, or lazily by the first

@@ -19,6 +19,7 @@ import smdebug_rulesconfig as rule_configs
 
 from sdk_ext.debugger import CollectionConfig, DebuggerHookConfig, Rule, apply_debugger
 from sdk_ext.exceptions import ConfigError
+from sdk_ext.rules.builtin import BUILTIN_RULES
 
 LOCAL_OUTPUT = "s3://sdk-ext-local/output"  # a placeholder: local jobs write into their job directory
 REGION = "us-east-1"  # only names the (unused) rule images
@@ -44,7 +45,12 @@ def builtin_rule(name: str) -> dict[str, Any]:
     table = {_key(n): n for n in dir(rule_configs) if not n.startswith("_") and n.islower()
              and callable(getattr(rule_configs, n))}
     table = {k: v for k, v in table.items() if isinstance(_call(v), Mapping) and "DebugRuleConfiguration" in _call(v)}
+    runnable = {_key(n) for n in BUILTIN_RULES}  # the evaluator's; rulesconfig also has report rules
     found = table.get(_key(name))
+    if found is not None and _key(name) not in runnable:
+        raise ConfigError(f"--rule {name!r} is a SageMaker report rule, which the local rule evaluator does not "
+                          f"run; tensor rules: {', '.join(sorted(BUILTIN_RULES))}", where="arguments")
+    table = {k: v for k, v in table.items() if k in runnable}
     if found is None:
         names = sorted(_call(v)["DebugRuleConfiguration"]["RuleConfigurationName"] for v in table.values())
         close = difflib.get_close_matches(_key(name), [_key(n) for n in names], n=1, cutoff=0.6)

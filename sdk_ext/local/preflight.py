@@ -21,6 +21,7 @@ from sdk_ext.exceptions import ConfigError
 
 logger = logging.getLogger(__name__)
 
+_LOG_PREFIX = re.compile(r"^\[[^\]]*\]\s*")  # the hook's "[sdk_ext ERROR <time>] "
 _HOOK_SAID = re.compile(r"sdk_ext.*(not saving|failed|disabled|ConfigError|invalid)", re.IGNORECASE)
 
 
@@ -81,7 +82,7 @@ def no_data_reason(*, training_log: Path, command: list[str] | None, save_interv
         lines = []
     said = next((ln.strip() for ln in lines if _HOOK_SAID.search(ln)), None)
     if said:
-        return f"the hook said: {said}"
+        return f"the hook said: {_LOG_PREFIX.sub('', said)}"
     if status == "Failed":
         return "training failed before the hook saved a step (see the FailureReason)"
     launched = bool(command) and "-m" in command[1:2]

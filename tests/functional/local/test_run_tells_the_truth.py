@@ -178,3 +178,29 @@ def test_trial_piped_into_head_has_no_broken_pipe_error(tmp_path: Path, repo_env
                            capture_output=True, text=True, timeout=120, check=False)
     assert shell.stdout.startswith("trial ")
     assert "Broken pipe" not in shell.stderr and "Traceback" not in shell.stderr, shell.stderr
+
+
+def test_a_job_whose_hook_gave_up_gives_the_hooks_reason(tmp_path: Path) -> None:
+    """From Python (no CLI check before the start), as inside SageMaker: the hook logs and saves nothing."""
+    from sdk_ext.local import LocalSettings, run_training_job
+    from sdk_ext.local.cli_request import build_request
+
+    script = write_script(tmp_path, PLAIN_TORCH)
+    request = build_request(script=script, base=None, job_name="gave-up", collections=["gradientz"],
+                            rules=["ExplodingTensor"])
+    final = run_training_job(request, settings=LocalSettings(jobs_root=tmp_path / "jobs", rule_timeout=30),
+                             entry_point=script)
+    assert final["TrainingJobStatus"] == "Completed"
+    details = final["DebugRuleEvaluationStatuses"][0]["StatusDetails"]
+    assert "Why: the hook said: sdk_ext: not saving debugging data: invalid collections: collection 'gradientz'" \
+        in details
+
+
+def test_unchanged_tensor_is_quiet_on_a_healthy_job_that_validates_between_training_steps(
+        tmp_path: Path, repo_env: dict[str, str]) -> None:
+    demo = Path(__file__).resolve().parents[3] / "examples" / "pytorch_diverge" / "train.py"
+    result = _cli("run", "--jobs-dir", str(tmp_path / "jobs"), "--job-name", "healthy", "--rule", "UnchangedTensor",
+                  "--collection", "weights", "--save-interval", "1", str(demo), "--",
+                  "--steps", "12", "--diverge-at", "-1", "--eval-every", "2", "--step-time", "0", env=repo_env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "  UnchangedTensor: NoIssuesFound (Training ended; last saved step: " in result.stdout

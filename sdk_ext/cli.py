@@ -6,8 +6,10 @@
     sdk-ext rules PATH --rule NAME              # run rules over a saved trial
     sdk-ext report PATH [-o report.html]        # a self-contained HTML report
 
+A script that imports torch gets the hook without code changes (``--no-zero-change`` opts out).
 Progress is shown on a terminal only; piped or in CI, the output is just the result. Exit codes:
-0 success, 1 the job failed, 2 bad usage or input, 3 (``rules``) a rule found issues.
+0 success, 1 the job failed or saved nothing for its rules, 2 bad usage or input (nothing started),
+3 (``rules``) a rule found issues, 130 interrupted (the summary and report are still written).
 """
 
 from __future__ import annotations

@@ -22,6 +22,7 @@ from sdk_ext.local.console import Console
 from sdk_ext.local.processes import Child, stop_all
 from sdk_ext.local.report_data import locate
 from sdk_ext.modes import ModeKeys
+from sdk_ext.rules.status import CHECKED_NOTHING, checked_nothing, reason
 
 
 def add_parsers(sub: Any) -> None:
@@ -206,9 +207,10 @@ def rules_command(args: argparse.Namespace, console: Console) -> int:
     else:
         for row in rows:
             step = f" at step {row['Step']}" if row["Step"] is not None else ""
-            detail = str(row["StatusDetails"] or "").strip().splitlines()
-            console.result(f"{row['RuleConfigurationName']}: {row['RuleEvaluationStatus']}{step}"
-                           + (f" ({detail[0][:200]})" if detail else ""))
+            status, why = row["RuleEvaluationStatus"], reason(row["StatusDetails"])
+            if checked_nothing(row["StatusDetails"]):
+                status, why = "NoIssuesFound, but it checked nothing", why[len(CHECKED_NOTHING):].strip()
+            console.result(f"{row['RuleConfigurationName']}: {status}{step}" + (f" ({why})" if why else ""))
         if args.output_dir:
             console.result(f"status files and logs: {root}")
     statuses = {s.status for s in results.values()}

@@ -53,7 +53,9 @@ def test_cli_rules_on_an_s3_uri_runs_the_real_evaluator_to_a_verdict(s3_trial: t
     result = _cli("rules", uri, "--rule", "ExplodingTensor", "--output-dir", str(tmp_path / "out"), env=env,
                   timeout=90)
     assert result.returncode == 3, result.stdout + result.stderr  # IssuesFound; it used to poll s3:/... forever
-    assert result.stdout.startswith("ExplodingTensor: IssuesFound at step 20")
+    line = result.stdout.splitlines()[0]
+    assert line.startswith("ExplodingTensor: IssuesFound at step 20 (tensor ")  # the reason, whole
+    assert "Evaluation of the rule" not in line and line.endswith("values out of 32)")
     assert time.monotonic() - started < 90
 
 

@@ -205,12 +205,12 @@ def rules_command(args: argparse.Namespace, console: Console) -> int:
     if args.json:
         console.result(json.dumps(rows))
     else:
-        for row in rows:
-            step = f" at step {row['Step']}" if row["Step"] is not None else ""
-            status, why = row["RuleEvaluationStatus"], reason(row["StatusDetails"])
-            if checked_nothing(row["StatusDetails"]):
+        for name, found in results.items():
+            step = f" at step {found.step}" if found.step is not None else ""
+            status, why = found.status, reason(found.details)
+            if checked_nothing(found.details):
                 status, why = "NoIssuesFound, but it checked nothing", why[len(CHECKED_NOTHING):].strip()
-            console.result(f"{row['RuleConfigurationName']}: {status}{step}" + (f" ({why})" if why else ""))
+            console.result(f"{name}: {status}{step}" + (f" ({why})" if why else ""))
         if args.output_dir:
             console.result(f"status files and logs: {root}")
     statuses = {s.status for s in results.values()}

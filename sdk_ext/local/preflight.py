@@ -85,7 +85,7 @@ def no_data_reason(*, training_log: Path, command: list[str] | None, save_interv
         return f"the hook said: {_LOG_PREFIX.sub('', said)}"
     if status == "Failed":
         return "training failed before the hook saved a step (see the FailureReason)"
-    launched = bool(command) and "-m" in command[1:2]
+    launched = command is not None and "-m" in command[1:2]
     if not launched:
         return ("the script created no hook and ran without the zero-change hook (it imports no framework "
                 "sdk-ext knows): pass --zero-change, or create the hook in the script "

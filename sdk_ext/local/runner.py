@@ -307,7 +307,7 @@ class JobRunner:
             if seen is None:
                 continue
             details = seen.details
-            if seen.status == "Error" and "No debugging data" in (details or ""):
+            if seen.status == "Error" and details and "No debugging data" in details:
                 details = f"{details.rstrip()} Why: {self._no_data_reason()}"
             changed |= self.job.update_rule(r.name, status=seen.status, details=details, step=seen.step,
                                             modified=seen.modified)

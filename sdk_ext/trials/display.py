@@ -122,7 +122,7 @@ class TensorDisplay:
             ImportError: pandas is not installed (the message says how to install it).
         """
         try:
-            import pandas as pd
+            import pandas as pd  # type: ignore[import-untyped,unused-ignore]
         except ImportError as err:
             raise ImportError("Tensor.to_dataframe needs pandas: pip install pandas "
                               "(Tensor.rows() gives the same rows as dicts without it)") from err

@@ -172,7 +172,7 @@ def rules_command(args: argparse.Namespace, console: Console) -> int:
         if not steps:
             raise ConfigError(f"the trial at {trial_path} has no saved steps", where="arguments")
         extra = ["--end-step", str(steps[-1] + 1)]
-    evaluate_py = deployment.rules_dir() / "evaluate.py"
+    evaluator = deployment.evaluator_command()
     env = rule_jobs.evaluator_env(os.environ, deployment.child_pythonpath(os.environ.get("PYTHONPATH")))
     root = args.output_dir or Path(tempfile.mkdtemp(prefix="sdk-ext-rules-"))
     procs: list[rule_jobs.RuleProcess] = []
@@ -180,7 +180,7 @@ def rules_command(args: argparse.Namespace, console: Console) -> int:
         name = rule["RuleConfigurationName"]
         out = root / name
         out.mkdir(parents=True, exist_ok=True)
-        argv = rule_jobs.evaluator_argv(python=sys.executable, evaluate_py=evaluate_py, trial_dir=trial_path,
+        argv = rule_jobs.evaluator_argv(python=sys.executable, evaluator=evaluator, trial_dir=trial_path,
                                         output_dir=out, rule_configuration_name=name,
                                         rule_parameters=rule_jobs.describe_rule_parameters(rule),
                                         poll_interval=0.2, extra=extra)

@@ -1,8 +1,9 @@
-"""Rule evaluations of a local job: one ``rules/evaluate.py`` process per DebugRuleConfiguration.
+"""Rule evaluations of a local job: one rule evaluator (``sdk_ext.evaluator``, the program of
+``rules/evaluate.py``) process per DebugRuleConfiguration.
 
 SageMaker starts one Processing job per rule configuration; here each is a subprocess::
 
-    python rules/evaluate.py --trial-dir <trial> --output-dir <job dir>/rules/<name>
+    python -m sdk_ext.evaluator --trial-dir <trial> --output-dir <job dir>/rules/<name>
         --rule-configuration-name <name> --poll-interval <s> --param <k>=<v> ...   (RuleParameters verbatim)
 
 Its ``status.json`` (written atomically by the evaluator) is read whenever it changes; the exit code
@@ -42,7 +43,7 @@ def processing_job_name(job_name: str, rule_name: str) -> str:
 def evaluator_argv(
     *,
     python: str,
-    evaluate_py: Path,
+    evaluator: Sequence[str],
     trial_dir: str | os.PathLike[str],
     output_dir: Path,
     rule_configuration_name: str,
@@ -52,9 +53,10 @@ def evaluator_argv(
 ) -> list[str]:
     """The evaluator's command line for one rule configuration (its RuleParameters passed verbatim).
 
-    ``trial_dir`` is passed as given: an ``s3://`` URI must not go through ``Path`` (which collapses ``//``).
+    ``evaluator`` follows the interpreter: ``deployment.evaluator_command()``. ``trial_dir`` is passed as
+    given: an ``s3://`` URI must not go through ``Path`` (which collapses ``//``).
     """
-    argv = [python, str(evaluate_py), "--trial-dir", os.fspath(trial_dir), "--output-dir", str(output_dir),
+    argv = [python, *evaluator, "--trial-dir", os.fspath(trial_dir), "--output-dir", str(output_dir),
             "--rule-configuration-name", rule_configuration_name, "--poll-interval", repr(float(poll_interval))]
     for key, value in rule_parameters.items():
         argv += ["--param", f"{key}={value}"]

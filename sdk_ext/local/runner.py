@@ -54,7 +54,8 @@ class LocalSettings:
         rule_timeout: how long rules may keep evaluating after training ended before they are stopped.
         rule_stop_grace: SIGTERM to SIGKILL for rule evaluators.
         region, account: for ARNs and events.
-        rules_dir, lambda_dir: where evaluate.py and auto_stop.py are (deployment.py finds them).
+        rules_dir, lambda_dir: a directory holding another evaluate.py to run instead of sdk_ext.evaluator;
+            where auto_stop.py is (deployment.py finds them).
         auto_stop: deliver events to lambda/auto_stop.py's handler (with ``auto_stop_config``).
         auto_stop_config: an ``AutoStopConfig``; None: any Debugger rule may stop any job.
         targets: more event targets (callables taking the event), after the auto-stop handler.
@@ -140,7 +141,7 @@ class JobRunner:
             raise ConfigError(f"{self.dir.root} already holds a job (job.json); choose another job name or "
                               "directory", where="local job")
         if self.request.get("DebugRuleConfigurations"):
-            self._evaluate_py = deployment.rules_dir(self.settings.rules_dir) / "evaluate.py"
+            self._evaluator = deployment.evaluator_command(self.settings.rules_dir)
         self._command = resolve_command(self.request, self.dir, python=self.settings.python,
                                         entry_point=self.entry_point, script_args=self.script_args,
                                         zero_change=self.zero_change)
@@ -230,7 +231,7 @@ class JobRunner:
             out = self.dir.rule_dir(name)
             out.mkdir(parents=True, exist_ok=True)
             argv = rule_jobs.evaluator_argv(
-                python=self.settings.python, evaluate_py=self._evaluate_py, trial_dir=self.trial_dir,
+                python=self.settings.python, evaluator=self._evaluator, trial_dir=self.trial_dir,
                 output_dir=out, rule_configuration_name=name,
                 rule_parameters=rule_jobs.describe_rule_parameters(rule),
                 poll_interval=self.settings.rule_poll_interval)

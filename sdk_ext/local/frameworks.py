@@ -24,7 +24,7 @@ logger = logging.getLogger(__name__)
 #: framework -> the module run as ``python -m`` to arm its zero-change hook
 LAUNCHERS: dict[str, str] = {"pytorch": "sdk_ext.pytorch.run"}
 #: framework -> top-level modules whose import means the script uses it
-IMPORTS: dict[str, tuple[str, ...]] = {"pytorch": ("torch",)}
+IMPORTS: dict[str, tuple[str, ...]] = {"pytorch": ("torch", "torchvision", "lightning", "pytorch_lightning")}
 #: the framework ``SDK_EXT_ZERO_CHANGE=1`` uses when none is detected
 DEFAULT = "pytorch"
 ENV = "SDK_EXT_ZERO_CHANGE"

@@ -268,6 +268,7 @@ def run(args: argparse.Namespace, params: dict[str, str], evaluator: Evaluator) 
     )
     from sdk_ext.rules.factory import build_rule, load_rule_class, smdebug_aliases, split_parameters
     from sdk_ext.rules.rule_invoker import invoke_rule
+    from sdk_ext.rules.status import no_issues_details
     from sdk_ext.rules.stop_signal import StopSignal
     from sdk_ext.rules.time_limit import InvocationTimeout
 
@@ -319,8 +320,16 @@ def run(args: argparse.Namespace, params: dict[str, str], evaluator: Evaluator) 
             how = "Training ended"
             if getattr(base.storage, "ended_by_signal", False):
                 how += f" ({base.storage.describe()})"
-            return evaluator.report("NoIssuesFound", f"{how}; last saved step: {end.last_step}")
-        return evaluator.report("NoIssuesFound", f"Reached end_step {request.end_step}")
+            return evaluator.report("NoIssuesFound", no_issues_details(f"{how}; last saved step: {end.last_step}",
+                                                                       _coverage_note(rule)))
+        return evaluator.report("NoIssuesFound", no_issues_details(f"Reached end_step {request.end_step}",
+                                                                   _coverage_note(rule)))
+
+
+def _coverage_note(rule: Any) -> str | None:
+    """Why the rule checked nothing, if it knows (built-in rules do; a custom rule cannot tell)."""
+    note = getattr(rule, "coverage_note", None)
+    return note() if callable(note) else None
 
 
 def _on_signal(evaluator: Evaluator) -> Any:

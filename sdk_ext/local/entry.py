@@ -8,7 +8,9 @@ What a local request runs (first match):
    URI or ``.tar.gz``), as SageMaker's framework estimators send it: ``python <program>`` in that directory.
 
 A Python entry point gets the non-``sagemaker_*`` hyperparameters as ``--name value`` arguments, then
-``script_args``; ``zero_change`` runs it through ``python -m sdk_ext.pytorch.run``.
+``script_args``. It runs through its framework's zero-change launcher (``python -m sdk_ext.pytorch.run``)
+when it imports a framework that has one, as SageMaker's framework containers add the hook
+(frameworks.py); ``zero_change`` True forces that, False turns it off, None decides by the imports.
 """
 
 from __future__ import annotations
@@ -24,8 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from sdk_ext.exceptions import ConfigError
-from sdk_ext.local import layout, request_check
+from sdk_ext.local import frameworks, layout, request_check
 
+_FILE_LINE = re.compile(r'^File "(.+)", line (\d+)')
 _ERROR_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt|Warning|Failure)\b.*$|^[A-Za-z_][\w.]*: .+$")
 
 
@@ -50,15 +53,16 @@ def check_paths(job_dir: layout.JobDir, request: Mapping[str, Any]) -> None:
 
 
 def _python_command(python: str, script: Path, cwd: Path, hps: Mapping[str, Any], script_args: Sequence[str],
-                    zero_change: bool) -> Command:
+                    zero_change: bool | None) -> Command:
     user_args = [*layout.hyperparameter_args(hps), *script_args]
-    launcher = [python, "-m", "sdk_ext.pytorch.run"] if zero_change else [python]
+    module = frameworks.launcher(script, zero_change)
+    launcher = [python, "-m", module] if module else [python]
     return Command([*launcher, str(script), *user_args], cwd, script.name, user_args)
 
 
 def resolve_command(request: Mapping[str, Any], job_dir: layout.JobDir, *, python: str,
                     entry_point: str | os.PathLike[str] | None, script_args: Sequence[str],
-                    zero_change: bool) -> Command:
+                    zero_change: bool | None) -> Command:
     """What the job runs (the module docstring's rules).
 
     Raises:
@@ -118,6 +122,11 @@ def failure_reason(exit_code: int, command: Command, job_dir: layout.JobDir, out
         return written
     lines = [ln.strip() for ln in output_tail.splitlines() if ln.strip()]
     message = next((ln for ln in reversed(lines) if _ERROR_LINE.match(ln)), lines[-1] if lines else "")
+    if message.startswith(("SyntaxError", "IndentationError", "TabError")):
+        # the traceback's last frame names the file and line the parser stopped at; the message does not
+        where = next((m for ln in reversed(lines) if (m := _FILE_LINE.match(ln))), None)
+        if where is not None:
+            message += f" ({where.group(1)}, line {where.group(2)})"
     code = f"{exit_code} (killed by {signal.Signals(-exit_code).name})" if exit_code < 0 and \
         -exit_code in signal.Signals._value2member_map_ else str(exit_code)
     return (f"AlgorithmError: ExecuteUserScriptError:\nExitCode {code}\nErrorMessage \"{message}\"\n"

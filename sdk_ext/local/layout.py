@@ -151,6 +151,11 @@ def hyperparameter_args(hyperparameters: Mapping[str, Any]) -> list[str]:
     return args
 
 
+def _asks_for_tensorboard(hook_parameters: Mapping[str, Any]) -> bool:
+    value = hook_parameters.get("export_tensorboard")
+    return value is True or str(value).strip().lower() == "true" or bool(hook_parameters.get("tensorboard_dir"))
+
+
 def prepare(job_dir: JobDir, request: Mapping[str, Any]) -> dict[str, Path]:
     """Create the directory tree and the config files. Returns the data channels' paths by name."""
     for d in (job_dir.config, job_dir.data, job_dir.model, job_dir.output / "data", job_dir.training_log.parent):
@@ -161,6 +166,10 @@ def prepare(job_dir: JobDir, request: Mapping[str, Any]) -> dict[str, Path]:
     if hook is not None:
         write_json(job_dir.config / "debughookconfig.json", {**hook, "LocalPath": str(trial_dir(job_dir, request))})
     board = request.get("TensorBoardOutputConfig")
+    if board is None and hook is not None and _asks_for_tensorboard(hook.get("HookParameters") or {}):
+        # Inside a job the hook exports TensorBoard files only when the platform gave it a
+        # TensorBoardOutputConfig; a local job honours the hook parameter by giving it one.
+        board = {"LocalPath": (hook.get("HookParameters") or {}).get("tensorboard_dir") or None}
     if board is not None:
         board_dir = job_dir.rebase(board.get("LocalPath"), job_dir.output / "tensorboard")
         write_json(job_dir.config / "tensorboardoutputconfig.json", {**board, "LocalPath": str(board_dir)})

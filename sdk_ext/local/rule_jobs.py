@@ -44,7 +44,7 @@ def evaluator_argv(
     *,
     python: str,
     evaluator: Sequence[str],
-    trial_dir: Path,
+    trial_dir: str | os.PathLike[str],
     output_dir: Path,
     rule_configuration_name: str,
     rule_parameters: Mapping[str, str],
@@ -53,9 +53,10 @@ def evaluator_argv(
 ) -> list[str]:
     """The evaluator's command line for one rule configuration (its RuleParameters passed verbatim).
 
-    ``evaluator`` follows the interpreter: ``deployment.evaluator_command()``.
+    ``evaluator`` follows the interpreter: ``deployment.evaluator_command()``. ``trial_dir`` is passed as
+    given: an ``s3://`` URI must not go through ``Path`` (which collapses ``//``).
     """
-    argv = [python, *evaluator, "--trial-dir", str(trial_dir), "--output-dir", str(output_dir),
+    argv = [python, *evaluator, "--trial-dir", os.fspath(trial_dir), "--output-dir", str(output_dir),
             "--rule-configuration-name", rule_configuration_name, "--poll-interval", repr(float(poll_interval))]
     for key, value in rule_parameters.items():
         argv += ["--param", f"{key}={value}"]

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from sdk_ext.exceptions import ConfigError
-from sdk_ext.local import deployment, layout, rule_jobs
+from sdk_ext.local import deployment, frameworks, layout, rule_jobs
 from sdk_ext.local.entry import Command, check_paths, check_request, failure_reason, resolve_command
 from sdk_ext.local.events import EventDispatcher, Target, state_change_event, to_json
 from sdk_ext.local.job import JobStateError, LocalJob, utc_now
@@ -94,7 +94,7 @@ class JobRunner:
 
     def __init__(self, request: Mapping[str, Any], *, settings: LocalSettings, client: Any = None,
                  job_dir: str | os.PathLike[str] | None = None, entry_point: str | os.PathLike[str] | None = None,
-                 script_args: Sequence[str] = (), zero_change: bool = False) -> None:
+                 script_args: Sequence[str] = (), zero_change: bool | None = None) -> None:
         check_request(request)
         self.request = dict(request)
         self.settings = settings
@@ -105,7 +105,9 @@ class JobRunner:
         check_paths(self.dir, self.request)  # nothing of the job may land outside its directory
         self.entry_point = entry_point
         self.script_args = list(script_args)
-        self.zero_change = zero_change
+        # None: as the request's Environment says (SDK_EXT_ZERO_CHANGE), else by the script's imports
+        self.zero_change = zero_change if zero_change is not None else \
+            frameworks.requested(self.request.get("Environment"))
         self.arn = f"arn:aws:sagemaker:{settings.region}:{settings.account}:training-job/{name.lower()}"
         self.trial_dir = layout.trial_dir(self.dir, self.request).resolve()
         self._wake = threading.Event()
@@ -144,6 +146,10 @@ class JobRunner:
         self._command = resolve_command(self.request, self.dir, python=self.settings.python,
                                         entry_point=self.entry_point, script_args=self.script_args,
                                         zero_change=self.zero_change)
+        if self.zero_change is not None:  # request.json says how it ran, so that running it again does the same
+            environment = dict(self.request.get("Environment") or {})
+            environment[frameworks.ENV] = "1" if self.zero_change else "0"
+            self.request["Environment"] = environment
         self._channels = layout.prepare(self.dir, self.request)
         targets: list[Target] = []
         if self.settings.auto_stop:
@@ -302,10 +308,22 @@ class JobRunner:
             seen = r.final_status(code) if code is not None else r.read_if_changed()
             if seen is None:
                 continue
-            changed |= self.job.update_rule(r.name, status=seen.status, details=seen.details, step=seen.step,
+            details = seen.details
+            if seen.status == "Error" and details and "No debugging data" in details:
+                details = f"{details.rstrip()} Why: {self._no_data_reason()}"
+            changed |= self.job.update_rule(r.name, status=seen.status, details=details, step=seen.step,
                                             modified=seen.modified)
         if changed or final:
             self._save()
+
+    def _no_data_reason(self) -> str:
+        from sdk_ext.local.preflight import no_data_reason
+
+        hook = self.request.get("DebugHookConfig") or {}
+        return no_data_reason(training_log=self.dir.training_log,
+                              command=self._command.argv if self._command else None,
+                              save_interval=(hook.get("HookParameters") or {}).get("save_interval"),
+                              status=self.job.describe()["TrainingJobStatus"])
 
     def _abort(self, err: BaseException) -> None:
         """The runner itself failed or was interrupted: end every child, record why."""

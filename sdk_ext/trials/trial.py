@@ -35,6 +35,7 @@ from sdk_ext.format.paths import END_OF_JOB, index_key, serialize_worker
 from sdk_ext.modes import ModeKeys, StepState
 from sdk_ext.storage import Storage, open_storage
 from sdk_ext.trials.collections import Collection
+from sdk_ext.trials.display import TrialDisplay
 from sdk_ext.trials.index_cache import TrialIndex, check_range_steps
 from sdk_ext.trials.loading import collection_workers, wait_for_collections
 from sdk_ext.trials.options import TrialOptions
@@ -51,7 +52,7 @@ class InvalidRangeSteps(ConfigError, AssertionError):
     """``range_steps`` is not ``(begin, end)`` with ``begin <= end``; smdebug raised AssertionError here."""
 
 
-class Trial:
+class Trial(TrialDisplay):
     """The saved tensors of one training job. Build it with :func:`create_trial`.
 
     The constructor only assigns; :meth:`load` (called by ``create_trial``, or lazily by the first

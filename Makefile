@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 SMDEBUG_VENV ?= .venv-smdebug
 PY := $(VENV)/bin/python
-EXTRAS ?= pytorch,infra,sagemaker,test,dev
+EXTRAS ?= pytorch,xgboost,infra,sagemaker,test,dev
 PIP_QUIET ?= -q
 
 .PHONY: all venv smdebug-venv smdebug-venv-torch cdk-cli test demo bench lint clean

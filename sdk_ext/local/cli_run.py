@@ -41,7 +41,7 @@ def add_parser(sub: Any) -> None:
                    help="passed to the script as --KEY VALUE")
     zero = p.add_mutually_exclusive_group()
     zero.add_argument("--zero-change", dest="zero_change", action="store_const", const=True, default=None,
-                      help="always add the hook without code changes (the default for a script that imports torch, "
+                      help="always add the hook without code changes (the default for a script that imports torch or xgboost, "
                       "as SageMaker's framework containers do)")
     zero.add_argument("--no-zero-change", dest="zero_change", action="store_const", const=False,
                       help="run the script as it is: only the hook its own code creates saves data")

@@ -52,6 +52,7 @@ def check_paths(job_dir: layout.JobDir, request: Mapping[str, Any]) -> None:
     request_check.check_request(request, job_dir.root)
 
 
+
 def _python_command(python: str, script: Path, cwd: Path, hps: Mapping[str, Any], script_args: Sequence[str],
                     zero_change: bool | None) -> Command:
     user_args = [*layout.hyperparameter_args(hps), *script_args]

@@ -22,9 +22,13 @@ from typing import Any
 logger = logging.getLogger(__name__)
 
 #: framework -> the module run as ``python -m`` to arm its zero-change hook
-LAUNCHERS: dict[str, str] = {"pytorch": "sdk_ext.pytorch.run"}
+LAUNCHERS: dict[str, str] = {"pytorch": "sdk_ext.pytorch.run", "xgboost": "sdk_ext.xgboost.run"}
 #: framework -> top-level modules whose import means the script uses it
-IMPORTS: dict[str, tuple[str, ...]] = {"pytorch": ("torch", "torchvision", "lightning", "pytorch_lightning")}
+#: (in order: a script that imports torch and xgboost runs through the PyTorch launcher)
+IMPORTS: dict[str, tuple[str, ...]] = {
+    "pytorch": ("torch", "torchvision", "lightning", "pytorch_lightning"),
+    "xgboost": ("xgboost",),
+}
 #: the framework ``SDK_EXT_ZERO_CHANGE=1`` uses when none is detected
 DEFAULT = "pytorch"
 ENV = "SDK_EXT_ZERO_CHANGE"

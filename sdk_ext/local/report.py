@@ -4,7 +4,8 @@
 
 It opens with the outcome (which rule stopped the job at which step, or that it completed clean, or
 why it failed), then the rules' verdicts, the charts (losses, per-layer gradient and weight L2 norms
-over steps, each rule that found issues marked at its step), and what was read (job and trial facts).
+over steps, each rule that found issues marked at its step; for XGBoost, metrics that are not losses
+and feature importance), and what was read (job and trial facts).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 from sdk_ext import __version__
 from sdk_ext.local import svg
 from sdk_ext.local.report_data import Panel, Progress, ReportData, Verdict, collect
+from sdk_ext.local.report_xgboost import importance_html
 from sdk_ext.rules.status import CHECKED_NOTHING, checked_nothing, reason
 
 #: What to try when a built-in rule finds issues: one line each.
@@ -219,6 +221,7 @@ CHARTS: dict[str, tuple[str, str, str, str]] = {
     "gradients": ("Gradient norms per layer", "L2 norm", "gradients",
                   "No gradients were saved (collection 'gradients')."),
     "weights": ("Weight norms per layer", "L2 norm", "weights", "No weights were saved (collection 'weights')."),
+    "metrics": ("Metrics", "value", "metrics", ""),  # metrics that are not losses (XGBoost: auc, error...)
     "scalars": ("Saved scalars", "value", "scalars", "No scalars were saved (hook.save_scalar)."),
 }
 
@@ -239,6 +242,9 @@ def render_html(data: ReportData) -> str:
     step_text = f"{len(steps)} saved ({steps[0]} to {steps[-1]})" if steps else "none"
     x_range = (steps[0], steps[-1]) if steps else None  # every chart spans the same steps
     saved = [f"{c} ({n})" for c, n in data.collections.items() if n]
+    # an XGBoost trial has no gradients or weights to chart: no empty sections for them
+    xgboost_only = (data.importance is not None or bool(data.metrics.series)) and not (
+        data.gradients.series or data.weights.series)
     job_rows = [
         ("training job", escape(str(job.get("TrainingJobName", "")))),
         ("status", _badge(job["TrainingJobStatus"]) + f" {escape(str(job.get('SecondaryStatus', '')))}"
@@ -265,7 +271,9 @@ def render_html(data: ReportData) -> str:
         _log_tail(data),
         *(chart_html(title, y_label, getattr(data, field_name), markers, empty, x_range)
           for key, (title, y_label, field_name, empty) in CHARTS.items()
-          if key != "scalars" or data.scalars.series),
+          if (key not in ("scalars", "metrics") or getattr(data, field_name).series)
+          and not (xgboost_only and key in ("gradients", "weights"))),
+        importance_html(data.importance),
         "<h2>Job</h2>" + _facts(job_rows) if job else "", "<h2>Trial</h2>" + _facts(trial_rows),
         (f"<footer>Written by sdk_ext {escape(__version__)} on "
          f"{datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M:%S UTC')}. Red crosses on a chart's top edge: "

@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from sdk_ext.exceptions import MissingCollectionFiles, SdkExtError
+from sdk_ext.local.report_xgboost import Importance, importance, metric_series
 from sdk_ext.local.rule_jobs import step_from_details
 from sdk_ext.local.svg import Series
 from sdk_ext.modes import ModeKeys
@@ -86,6 +87,8 @@ class ReportData:
     rule_parameters: dict[str, dict[str, str]] = field(default_factory=dict)  # rule -> RuleParameters
     no_data: str | None = None  # why the job saved nothing (None: it saved something, or no job)
     log_tail: list[str] = field(default_factory=list)  # the training log's last lines, when the job failed
+    metrics: Panel = field(default_factory=lambda: Panel([]))  # metrics that are not losses (XGBoost: auc...)
+    importance: Importance | None = None  # feature importance (XGBoost)
 
     def step_text(self, step: int) -> str:
         """``58 (TRAIN step 42)`` for a step of a mode, ``58`` for a GLOBAL or unknown one."""
@@ -247,11 +250,13 @@ def collect(path: str | os.PathLike[str], *, job_file: str | os.PathLike[str] | 
         log_y = kind in ("grad", "weight") or (bool(finite) and min(finite) > 0 and max(finite) / min(finite) > 1e3)
         return Panel(chosen, max(0, len(names) - max_series), log_y)
 
+    metric_lines, metrics_omitted = metric_series(trial, picked, max_series)
     return ReportData(title=title, trial_path=str(trial_path), steps=steps, modes=modes, workers=trial.workers(),
                       tensor_count=len(trial.tensor_names()), collections=collections, job=job,
                       verdicts=verdicts, stopped_by=stop_decisions(job_dir), losses=panel("loss", losses),
                       gradients=panel("grad", grads), weights=panel("weight", weights),
-                      scalars=panel("scalar", scalars), step_modes=modes_of_steps(trial, marks), **around)
+                      scalars=panel("scalar", scalars), step_modes=modes_of_steps(trial, marks),
+                      metrics=Panel(metric_lines, metrics_omitted), importance=importance(trial), **around)
 
 
 LOG_TAIL_LINES = 40

@@ -134,24 +134,31 @@ def _refuse_bad_hook_config(request: dict[str, Any], args: argparse.Namespace) -
     Raises:
         ConfigError: one line per problem, each led by the option that caused it.
     """
-    from sdk_ext.hooks.json_config import HOOK_KEYS
     from sdk_ext.local import preflight
 
+    named = []  # keys the hook would ignore (with a warning in the job's log): a typo here is refused
+    for item in args.hook_param:
+        for key, hint in preflight.unknown_keys([item.partition("=")[0]], collection=False):
+            named.append(f"--hook-param {item}: the hook has no parameter {key!r}{hint}")
+    for item in args.collection_param:
+        for key, hint in preflight.unknown_keys([item.partition(":")[2].partition("=")[0]], collection=True):
+            named.append(f"--collection-param {item}: a collection has no parameter {key!r}{hint}")
     problems = list(dict.fromkeys(preflight.hook_config_problems(request)))
-    if not problems:
+    if not problems and not named:
         return
-    named = []
     collections = list(dict.fromkeys([*args.collection, *(c.partition(":")[0] for c in args.collection_param)]))
     for problem in problems:
         prefix, hint = "", ""
         bad_collection = next((c for c in collections if f"collection {c!r}" in problem), None)
-        bad_param = next((h for h in args.hook_param if repr(h.partition("=")[0]) in problem), None)
+        bad_param = next((h for h in args.hook_param if h.partition("=")[0] in problem), None)
         if bad_collection is not None:
             prefix = f"--collection {bad_collection}: "
-            hint = preflight.did_you_mean(bad_collection, preflight.known_collections())
+            if "did you mean" not in problem:
+                hint = preflight.did_you_mean(bad_collection, preflight.known_collections())
+            problem = problem.replace(f"({bad_collection}:include_regex=", f"(--collection-param {bad_collection}:"
+                                      "include_regex=")
         elif bad_param is not None:
             prefix = f"--hook-param {bad_param}: "
-            hint = preflight.did_you_mean(bad_param.partition("=")[0], sorted(HOOK_KEYS))
         elif "save_interval" in problem and args.save_interval is not None:
             prefix = f"--save-interval {args.save_interval}: "
         named.append(prefix + problem + hint)

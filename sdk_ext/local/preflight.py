@@ -36,15 +36,53 @@ def hook_config_problems(request: Mapping[str, Any]) -> list[str]:
         return []
     from sdk_ext.hooks import Hook, json_config, registry
 
+    problems = collection_typos(config)
     with tempfile.TemporaryDirectory(prefix="sdk-ext-preflight-") as scratch:
         try:
             kwargs = json_config.hook_kwargs_from_config({**config, "LocalPath": scratch},
                                                          builtin=Hook.builtin_collections, env={})
             hook = Hook(kwargs.pop("out_dir"), dry_run=True, **kwargs)
         except ConfigError as err:
-            return list(err.problems)
+            return [*problems, *(p for p in err.problems if p not in problems)]
         registry.forget(hook)
-    return []
+    return problems
+
+
+def collection_typos(config: Mapping[str, Any]) -> list[str]:
+    """Collections that look like a misspelt built-in one: an unknown name with no ``include_regex``, close
+    to a name the hook knows. Such a collection saves nothing (a script may still fill a collection of a
+    new name itself, so only names that look like a typo are refused)."""
+    known = known_collections()
+    problems = []
+    for entry in config.get("CollectionConfigurations") or []:
+        if not isinstance(entry, Mapping):
+            continue
+        name = entry.get("CollectionName")
+        params = entry.get("CollectionParameters") or {}
+        if not isinstance(name, str) or name in known or (isinstance(params, Mapping) and "include_regex" in params):
+            continue
+        hint = did_you_mean(name, known)
+        if hint:
+            problems.append(f"collection {name!r} is not one the hook knows and has no include_regex, so it would "
+                            f"save nothing{hint}; if the script fills a collection of that name itself, give it "
+                            f"an include_regex ({name}:include_regex=REGEX)")
+    return problems
+
+
+MODE_PREFIXES = ("train.", "eval.", "predict.", "global.")  # what a save key may be led by
+
+
+def unknown_keys(keys: list[str], *, collection: bool) -> list[tuple[str, str]]:
+    """``(key, did-you-mean hint)`` for each key the hook does not read (it would ignore it with a warning)."""
+    from sdk_ext.hooks.json_config import COLLECTION_KEYS, HOOK_KEYS
+
+    allowed = sorted(COLLECTION_KEYS if collection else HOOK_KEYS)
+    out = []
+    for key in keys:
+        base = next((key[len(p):] for p in MODE_PREFIXES if key.startswith(p)), key)
+        if base not in allowed:
+            out.append((key, did_you_mean(base, allowed)))
+    return out
 
 
 def known_collections() -> list[str]:
@@ -112,5 +150,5 @@ def no_data_note(job: Mapping[str, Any] | None, job_dir: Path | None) -> str | N
                           save_interval=interval, status=str(job.get("TrainingJobStatus")))
 
 
-__all__ = ["did_you_mean", "hook_config_problems", "known_collections", "no_data_note", "no_data_reason",
-           "saved_nothing"]
+__all__ = ["MODE_PREFIXES", "collection_typos", "did_you_mean", "hook_config_problems", "known_collections", "no_data_note", "no_data_reason",
+           "saved_nothing", "unknown_keys"]

@@ -13,6 +13,7 @@ import pytest
 from sdk_ext.exceptions import ConfigError
 from sdk_ext.hooks import Hook, SaveConfig
 from sdk_ext.local.notebook import report_chart
+from sdk_ext.local.report import CHARTS
 from sdk_ext.modes import ModeKeys
 from sdk_ext.trials import create_trial
 
@@ -84,5 +85,5 @@ def test_one_chart_of_the_report_inline(trial_dir: Path) -> None:
     assert re.search(r"Not on the axis: 2 values exactly 0", html)
     losses = report_chart(trial_dir, "losses")._repr_html_()
     assert "loss (TRAIN)" in losses and "loss (EVAL)" in losses
-    with pytest.raises(ConfigError, match="choose one of losses, gradients, weights, scalars"):
+    with pytest.raises(ConfigError, match="choose one of " + ", ".join(CHARTS)):
         report_chart(trial_dir, "histograms")

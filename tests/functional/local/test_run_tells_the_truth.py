@@ -51,7 +51,12 @@ def _run(tmp_path: Path, script: Path, *options: str, env: dict[str, str], name:
 @pytest.mark.parametrize(("options", "expected"), [
     (["--collection", "gradientz"], ["--collection gradientz: collection 'gradientz'", "did you mean 'gradients'?"]),
     (["--save-interval", "0"], ["--save-interval 0: save_interval must be a positive integer"]),
-    (["--hook-param", "save_intervall=5"], ["--hook-param save_intervall=5:", "did you mean 'save_interval'?"]),
+    (["--hook-param", "save_intervall=5"], ["--hook-param save_intervall=5: the hook has no parameter "
+                                            "'save_intervall' (did you mean 'save_interval'?)"]),
+    (["--collection-param", "weights:save_intervl=3"], ["--collection-param weights:save_intervl=3: a collection has "
+                                                        "no parameter 'save_intervl' (did you mean 'save_interval'?)"]),
+    (["--hook-param", "export_tensorboard=maybe"], ["--hook-param export_tensorboard=maybe: export_tensorboard must "
+                                                    "be true or false"]),
 ])
 def test_invalid_hook_configuration_is_refused_before_the_job_starts(tmp_path: Path, repo_env: dict[str, str],
                                                                      options: list[str], expected: list[str]) -> None:
@@ -186,14 +191,13 @@ def test_a_job_whose_hook_gave_up_gives_the_hooks_reason(tmp_path: Path) -> None
     from sdk_ext.local.cli_request import build_request
 
     script = write_script(tmp_path, PLAIN_TORCH)
-    request = build_request(script=script, base=None, job_name="gave-up", collections=["gradientz"],
-                            rules=["ExplodingTensor"])
+    request = build_request(script=script, base=None, job_name="gave-up", save_interval=0, rules=["ExplodingTensor"])
     final = run_training_job(request, settings=LocalSettings(jobs_root=tmp_path / "jobs", rule_timeout=30),
                              entry_point=script)
     assert final["TrainingJobStatus"] == "Completed"
     details = final["DebugRuleEvaluationStatuses"][0]["StatusDetails"]
-    assert "Why: the hook said: sdk_ext: not saving debugging data: invalid collections: collection 'gradientz'" \
-        in details
+    assert "Why: the hook said: sdk_ext: not saving debugging data: " in details
+    assert "save_interval must be a positive integer, got 0" in details
 
 
 def test_unchanged_tensor_is_quiet_on_a_healthy_job_that_validates_between_training_steps(

@@ -221,8 +221,9 @@ CHARTS: dict[str, tuple[str, str, str, str]] = {
     "gradients": ("Gradient norms per layer", "L2 norm", "gradients",
                   "No gradients were saved (collection 'gradients')."),
     "weights": ("Weight norms per layer", "L2 norm", "weights", "No weights were saved (collection 'weights')."),
-    "metrics": ("Metrics", "value", "metrics", ""),  # metrics that are not losses (XGBoost: auc, error...)
     "scalars": ("Saved scalars", "value", "scalars", "No scalars were saved (hook.save_scalar)."),
+    # metrics that are not losses (XGBoost: auc, error...)
+    "metrics": ("Metrics", "value", "metrics", "No metrics other than losses were saved (collection 'metrics')."),
 }
 
 

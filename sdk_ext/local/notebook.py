@@ -3,8 +3,9 @@
     from sdk_ext.local.notebook import report_chart
     report_chart("sdk-ext-jobs/mnist-1", "gradients")      # a job directory or a trial path (s3:// too)
 
-Charts: ``losses``, ``gradients`` (L2 norm per layer), ``weights``, ``scalars``, ``metrics`` (XGBoost's auc, error...); each with the rules'
-verdicts marked at their step when the path is a local job directory (or ``job_file=`` is given).
+Charts: ``losses``, ``gradients`` (L2 norm per layer), ``weights``, ``scalars``, ``metrics`` (XGBoost's
+auc, error...); each with the rules' verdicts marked at their step when the path is a local job
+directory (or ``job_file=`` is given).
 For the values themselves: ``trial.tensor(name).to_dataframe()`` (sdk_ext.trials.display).
 """
 

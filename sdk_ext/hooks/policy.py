@@ -10,8 +10,10 @@ is saved at a step when an active collection claims it:
 
 What gets written is the union over those collections: the raw value if any of them saves raw
 values, the shape if any saves shapes, and every requested reduction once, in config order.
-The step "is saved" (its values given with ``save_scalar`` are written) when any included
-collection is active. Nothing here does I/O; results are cached per tensor name and active set.
+The step "is saved" when any included collection is active (``save_scalar`` values are written
+at every step, saved or not: see :mod:`sdk_ext.hooks.hook`). Names in ``include_collections`` that
+are no collection yet become empty collections, for the script to fill before training starts.
+Nothing here does I/O; results are cached per tensor name and active set.
 """
 
 from __future__ import annotations

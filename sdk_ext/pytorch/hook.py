@@ -17,6 +17,10 @@ force recompiles), everything else is.
 Cost: hooks on submodules are registered only for modules an included collection can claim, and
 gradient hooks only during saved steps, so a step that saves nothing costs two Python calls.
 Workers: ``worker_{rank}`` of ``torch.distributed`` when it is initialized.
+
+``torch.save(model)`` works with the hook registered: the model pickles without the hook and loads
+with a do-nothing :class:`~sdk_ext.hooks.hook.DetachedHook` in its place. Values given with
+``save_scalar``/``save_tensor`` before the first forward call are held and go with the first step.
 """
 
 from __future__ import annotations

@@ -111,9 +111,10 @@ def _node_rows(node: Mapping[str, Any], tree: int, depth: int, rows: list[tuple[
         rows.append((tree, node_id, f"{tree}-{node_id}", "Leaf", math.nan, "nan", "nan", "nan",
                      float(node["leaf"]), float(node.get("cover", math.nan)), "nan", depth))
         return
-    categories = node.get("categories")
-    split = math.nan if categories is not None else float(node.get("split_condition", math.nan))
-    category = "nan" if categories is None else ",".join(str(c) for c in categories)
+    condition = node.get("split_condition", math.nan)
+    categorical = isinstance(condition, list)  # a categorical split lists the categories going "yes"
+    split = math.nan if categorical else float(condition)
+    category = ",".join(str(c) for c in condition) if categorical else "nan"
     rows.append((tree, node_id, f"{tree}-{node_id}", str(node["split"]), split, f"{tree}-{node['yes']}",
                  f"{tree}-{node['no']}", f"{tree}-{node['missing']}", float(node.get("gain", math.nan)),
                  float(node.get("cover", math.nan)), category, depth))
@@ -127,7 +128,8 @@ def tree_table(json_dumps: Iterable[str], first_tree: int) -> dict[str, np.ndarr
     The columns and dtypes are those smdebug saved from ``trees_to_dataframe()`` (Tree, Node int64;
     Split, Gain, Cover float64 with NaN Split on leaves; strings elsewhere, ``'nan'`` on leaves), rows
     sorted by (Tree, Node); ``first_tree`` is the global id of the first dump. Gain of a leaf is its
-    value, as in trees_to_dataframe. Plus ``Depth`` (int64): each node's depth, the root's being 0.
+    value, as in trees_to_dataframe. A categorical split has Split NaN and its categories in Category
+    as text (``"1,3"``). Plus ``Depth`` (int64): each node's depth, the root's being 0.
     """
     rows: list[tuple[Any, ...]] = []
     for i, dump in enumerate(json_dumps):

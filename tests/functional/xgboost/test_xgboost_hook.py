@@ -264,3 +264,20 @@ def test_shap_on_the_training_data_of_an_sklearn_fit(tmp_path: Path) -> None:
     contribs = model.get_booster().predict(xgb.DMatrix(x), pred_contribs=True)
     trial = create_trial(str(tmp_path / "t"))
     assert value(trial, "mean_abs_shap/f0", 2)[0] == pytest.approx(np.abs(contribs[:, 0]).mean(), rel=1e-5)
+
+
+def test_constructor_is_smdebugs() -> None:
+    import inspect
+
+    import sdk_ext.xgboost as smd
+
+    params = list(inspect.signature(Hook).parameters)
+    assert params[:13] == ["out_dir", "export_tensorboard", "tensorboard_dir", "dry_run", "reduction_config",
+                           "save_config", "include_regex", "include_collections", "save_all", "include_workers",
+                           "hyperparameters", "train_data", "validation_data"]
+    hook = Hook("/unused", dry_run=True)
+    assert isinstance(hook, xgb.callback.TrainingCallback)
+    assert smd.get_hook() is hook  # the hook just made is the process's hook
+    hook.close()
+    assert smd.get_hook() is None
+    assert smd.modes.GLOBAL is smd.ModeKeys.GLOBAL and callable(Hook.create_from_json_file)

@@ -84,6 +84,8 @@ def parse_index(data: bytes, *, key: str = "<index>") -> IndexFile:
         doc = json.loads(data)
     except (ValueError, UnicodeDecodeError) as err:
         raise _fail(key, f"not valid JSON ({err})") from err
+    except RecursionError as err:  # nesting deeper than the interpreter's limit: not a file any writer makes
+        raise _fail(key, "not valid JSON (nested too deeply to parse)") from err
     if not isinstance(doc, dict):
         raise _fail(key, "top level is not an object")
     meta = doc.get("meta")

@@ -139,6 +139,51 @@ def _walk_to_tensor(buf: Buffer, i: int, end: int) -> tuple[int, int]:
     raise _Fallback
 
 
+def _tag_of(buf: Buffer, i: int, end: int) -> bytes | None:
+    """The tag (field 1) of the first Summary.Value of the Event at ``buf[i:end]``; None if there is none."""
+    try:
+        while i < end:  # Event: field 5 is the summary
+            key = buf[i]
+            if key == 0x2A:
+                n, i = _varint(buf, i + 1)
+                end = min(end, i + n)
+                break
+            i = _skip(buf, i + 1, key & 7) if key < 0x80 else _skip(buf, _varint(buf, i)[1], key & 7)
+        else:
+            return None
+        while i < end:  # Summary: field 1 is a value
+            key = buf[i]
+            if key == 0x0A:
+                n, i = _varint(buf, i + 1)
+                end = min(end, i + n)
+                break
+            i = _skip(buf, i + 1, key & 7) if key < 0x80 else _skip(buf, _varint(buf, i)[1], key & 7)
+        else:
+            return None
+        while i < end:  # Summary.Value: field 1 is the tag
+            key = buf[i]
+            if key == 0x0A:
+                n, i = _varint(buf, i + 1)
+                return bytes(buf[i : min(i + n, end)])
+            i = _skip(buf, i + 1, key & 7) if key < 0x80 else _skip(buf, _varint(buf, i)[1], key & 7)
+        return b""  # proto3 leaves an empty tag out
+    except (_Fallback, IndexError):
+        return None
+
+
+def _check_tag(buf: Buffer, start: int, end: int, tag: str, name: str, offset: int) -> None:
+    """Raise CorruptRecordError unless the record's tensor is ``tag`` (the name its index entry gives).
+
+    A payload this walk cannot follow is left to the decoder, which says what is wrong with it.
+    """
+    found = _tag_of(buf, start, end)
+    if found is not None and found != tag.encode():
+        shown = found.decode(errors="replace")
+        raise CorruptRecordError(
+            name, offset, f"the index says this record holds {tag!r} but it holds {shown!r}; the index file is damaged"
+        )
+
+
 def _walk_tensor(buf: Buffer, i: int, end: int) -> tuple[int, list[int], int, int]:
     """``(dtype code, dims, content start, content end)`` of the TensorProto at ``buf[i:end]``."""
     code = 0
@@ -209,9 +254,15 @@ def _array(
 
 
 def _walk(
-    buf: Buffer, start: int, end: int, name: str, offset: int, view: bool = False
+    buf: Buffer, start: int, end: int, name: str, offset: int, view: bool = False, tag: str | None = None
 ) -> tuple[np.ndarray[Any, Any], Layout | None]:
-    """Decode by walking the wire format; also return the record's layout when it is smdebug's."""
+    """Decode by walking the wire format; also return the record's layout when it is smdebug's.
+
+    With ``tag``, the record must hold that tensor (the layout learned includes the tag's bytes, so
+    records matched against it later hold that tensor too).
+    """
+    if tag is not None:
+        _check_tag(buf, start, end, tag, name, offset)
     try:
         v_start, t_start, t_end = _find_tensor(buf, start, end)
         code, dims, c_start, c_end = _walk_tensor(buf, t_start, t_end)
@@ -325,7 +376,9 @@ class RecordDecoder:
         key: str | None = None,
         view: bool = False,
     ) -> np.ndarray[Any, Any]:
-        """Like :func:`decode_record_value`; ``key`` names the tensor (its layout is remembered).
+        """Like :func:`decode_record_value`; ``key`` names the tensor (its layout is remembered), and
+        the record must hold it (its tag is ``key``: an index entry pointing at another tensor's
+        record raises CorruptRecordError rather than returning that tensor's values).
 
         ``view=True`` with writable memory (a ``bytearray``, or a writable ``memoryview``) returns an
         array over ``buf`` itself (no copy; it keeps ``buf`` alive): for a buffer read just for this record.
@@ -367,7 +420,7 @@ class RecordDecoder:
                             return _array(buf, shape, dtype, c_start, nbytes, view)
             except IndexError:  # a damaged payload (events/ footers carry no payload CRC): walk it
                 pass
-        value, learned = _walk(buf, p_start, p_end, name, base + offset, view)
+        value, learned = _walk(buf, p_start, p_end, name, base + offset, view, key)
         if key is not None and learned is not None:
             self._layouts[key] = learned
         return value

@@ -13,6 +13,7 @@ from __future__ import annotations
 import builtins
 import errno
 import itertools
+import mmap
 import os
 import secrets
 import threading
@@ -143,9 +144,11 @@ class LocalStorage:
         return self.root
 
     def path(self, key: str) -> str:
-        """The filesystem path of ``key``."""
+        """The filesystem path of ``key``; a key with a ``..`` segment is refused (it stays under the root)."""
         if not key:
             return self.root
+        if ".." in key and ".." in key.replace("\\", "/").split("/"):
+            raise StorageError(f"{key!r}: a key with a '..' segment would leave the storage root {self.root}")
         if _SLASH:  # the key is already a path relative to the root (a string join: ~10x os.path.join)
             return f"{self.root}/{key}"
         return os.path.join(self.root, *key.split("/"))
@@ -222,6 +225,29 @@ class LocalStorage:
         except OSError as err:
             if err.errno != errno.ENOENT:
                 raise _translate(err, f"deleting {self.path(key)}") from err
+
+    def size(self, key: str) -> int:
+        """Bytes ``key`` holds (an optional Storage capability, next to ``read_into``: a reader checks
+        a byte range an index states against it before allocating memory for it)."""
+        path = self.path(key)
+        try:
+            return os.stat(path).st_size
+        except OSError as err:
+            raise _translate(err, f"reading {path}") from err
+
+    def map(self, key: str) -> memoryview:
+        """The bytes of ``key`` as a read-only view of the file mapped into memory (an optional Storage
+        capability): a reader then copies just the byte ranges it needs, page cache to its buffer,
+        with no system call per range. The file is closed at once; the mapping lives as long as the view."""
+        path = self.path(key)
+        try:
+            with open(path, "rb", buffering=0) as f:
+                if os.fstat(f.fileno()).st_size == 0:
+                    return memoryview(b"")
+                flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)  # page tables now, not a fault per page
+                return memoryview(mmap.mmap(f.fileno(), 0, flags=flags, prot=mmap.PROT_READ))
+        except OSError as err:
+            raise _translate(err, f"reading {path}") from err
 
     def read_into(self, key: str, buffer: bytearray | memoryview, *, start: int = 0) -> int:
         """Fill ``buffer`` with the bytes of ``key`` from ``start`` on; return how many there were.

@@ -75,5 +75,9 @@ class InMemoryStorage:
         memoryview(buffer).cast("B")[: len(data)] = data
         return len(data)
 
+    def size(self, key: str) -> int:
+        """Bytes ``key`` holds. Raises StorageNotFound if it does not exist."""
+        return len(self.read(key))
+
 
 __all__ = ["InMemoryStorage"]

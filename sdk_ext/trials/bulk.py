@@ -28,6 +28,8 @@ import numpy as np
 from sdk_ext.format.record_batch import gather_contents, match_layout
 from sdk_ext.trials.file_cache import Chunk
 from sdk_ext.trials.plan import Ints, StepPlan
+from sdk_ext.trials.slabs import MARGIN
+from sdk_ext.trials.values import LARGE_RECORD
 
 if TYPE_CHECKING:
     from sdk_ext.trials.values import ValueReader
@@ -81,6 +83,12 @@ def read_values(reader: ValueReader, plan: StepPlan, name: str) -> list[Array] |
     if located is None:
         return None
     numbers, starts, lengths = located
+    if (
+        reader.ranged(plan.trial_bytes)
+        and int(lengths.max()) < LARGE_RECORD  # large ones are read straight into their rows (read_many)
+        and (plan.chunk[numbers] < 0).any()
+    ):
+        return _read_ranged(reader, plan, name, numbers, starts, lengths)
     if not _resolve(reader, plan, numbers):
         return None
     cache = reader.cache
@@ -149,6 +157,70 @@ def read_values(reader: ValueReader, plan: StepPlan, name: str) -> list[Array] |
             left = np.ones(n, bool)
             left[np.concatenate(done)] = False
             pending = pending[left[pending]]
+    return out  # type: ignore[return-value]
+
+
+def _read_ranged(
+    reader: ValueReader, plan: StepPlan, name: str, numbers: Ints, starts: Ints, lengths: Ints
+) -> list[Array]:
+    """:func:`read_values` for a trial larger than the file cache: only the byte ranges holding the
+    tensor's records are fetched (:mod:`sdk_ext.trials.slabs`), not the event files, then decoded a
+    layout at a time as above. Costs the bytes of the records (and of their neighbours in a slab,
+    which the next tensors use), whatever the files hold."""
+    files = plan.files
+    slabs = reader.slabs
+    window = slabs.window(len(files))
+    lo = int(starts.min()) // window * window if window else 0
+    if window and int(starts.max()) < lo + window and int((starts + lengths).max()) <= lo + window + MARGIN:
+        row = window + MARGIN  # every record in one slab
+        buf, have = slabs.slab(plan, [f.event_key for f in files], lo, row)
+        where = numbers * row + (starts - lo)
+        ok = starts - lo + lengths <= have[numbers]
+    else:
+        records = [(files[i].event_key, s, n) for i, s, n in zip(numbers.tolist(), starts.tolist(), lengths.tolist())]
+        buf, where, ok_list = slabs.gather(records)  # type: ignore[arg-type]
+        ok = np.array(ok_list, bool)
+    data = buf.data.toreadonly()
+    decode = reader.decoder.decode
+
+    def one(k: int) -> Array:
+        f = files[int(numbers[k])]
+        key: str = f.event_key  # type: ignore[assignment]
+        start, length = int(starts[k]), int(lengths[k])
+        if ok[k]:
+            at = int(where[k])
+            return decode(data, at, length, name=key, base=start - at, key=name)
+        return reader.read(key, start, length, f.event_size, name)
+
+    n = len(numbers)
+    out: list[Array | None] = [None] * n
+    pending = np.arange(n)
+    rounds = 0
+    while pending.size:
+        seed = int(pending[0])
+        out[seed] = one(seed)
+        pending = pending[1:]
+        if not ok[seed] or rounds >= _MAX_ROUNDS or not pending.size:
+            continue
+        rounds += 1
+        layout = reader.decoder.layout(name)
+        if layout is None:
+            continue
+        candidates = pending[ok[pending]]
+        matched, content = match_layout(buf, where[candidates], lengths[candidates], layout)
+        if not matched.size:
+            continue
+        hits = candidates[matched]
+        reader.batched += hits.size
+        rows = _rows(gather_contents(buf, content, layout))
+        if seed == 0 and hits.size == n - 1:  # the common case: one layout
+            out[1:] = rows
+            return out  # type: ignore[return-value]
+        for at, row in zip(hits.tolist(), rows):
+            out[at] = row
+        left = np.ones(n, bool)
+        left[hits] = False
+        pending = pending[left[pending]]
     return out  # type: ignore[return-value]
 
 

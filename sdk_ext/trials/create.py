@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
 
 from sdk_ext.exceptions import ConfigError
 from sdk_ext.storage import Storage, open_storage
@@ -31,7 +32,9 @@ def create_trial(
         path: the hook's output directory (SageMaker: the job's ``.../debug-output`` prefix).
         name: defaults to the last path component.
         range_steps: ``(begin, end)``: only global steps ``begin <= step < end``; either may be None.
-        options: waiting and caching knobs (:class:`TrialOptions`).
+        options: waiting and caching knobs (:class:`TrialOptions`); by default those of smdebug's
+            environment variables (``SMDEBUG_TRAINING_END_DELAY_REFRESH`` and the others of
+            :meth:`TrialOptions.from_env`), as smdebug's ``create_trial`` honours them.
         timeout: shortcut for ``options.collections_timeout``: how long to wait for the first
             collections file before raising MissingCollectionFiles.
         cache: keep every value read in memory (smdebug's ``cache``).
@@ -52,21 +55,28 @@ def create_trial(
         storage: Storage = open_storage(text, cache_dir=cache_dir)
     else:
         storage = path
-    opts = options or TrialOptions()
+    opts = options if options is not None else TrialOptions.from_env(os.environ)
     if timeout is not None:
         opts = opts.with_changes(collections_timeout=timeout)
-    return Trial(storage, name=name, range_steps=range_steps, options=opts, cache=cache).load()
+    trial = Trial(storage, name=name, range_steps=range_steps, options=opts, cache=cache)
+    if isinstance(path, (str, os.PathLike)):
+        trial.location = text
+    return trial.load()
 
 
 @contextlib.contextmanager
-def no_refresh(trials: Trial | Iterable[Trial]) -> Iterator[None]:
-    """Within the block, queries use what was read already (smdebug's ``analysis.utils.no_refresh``)."""
+def no_refresh(trials: Trial | Iterable[Trial]) -> Iterator[Any]:
+    """Within the block, queries use what was read already (smdebug's ``analysis.utils.no_refresh``).
+
+    Yields what it was given, as smdebug does: ``with no_refresh([trial]) as [t]:`` or
+    ``with no_refresh(trial) as t:``.
+    """
     group = [trials] if isinstance(trials, Trial) else list(trials)
     previous = [t.dynamic_refresh for t in group]
     for t in group:
         t.dynamic_refresh = False
     try:
-        yield
+        yield trials if isinstance(trials, Trial) else group
     finally:
         for t, value in zip(group, previous):
             t.dynamic_refresh = value

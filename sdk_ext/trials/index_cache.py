@@ -19,7 +19,7 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from sdk_ext.exceptions import ConfigError
+from sdk_ext.exceptions import ConfigError, IndexReaderException
 from sdk_ext.format.paths import INDEX_DIR, index_key, parse_index_key, serialize_worker
 from sdk_ext.modes import ModeKeys
 from sdk_ext.storage import ReadRequest, Storage
@@ -76,6 +76,9 @@ class TrialIndex:
         self.mode_names: dict[ModeKeys, set[str]] = {}
         self.names: set[str] = set()
         self.last_complete_step = -1
+        self.event_bytes = 0  # what the event files of every step file read hold, according to their index files
+        #: global step -> {index file key: why it cannot be read}; those steps' other files stay readable
+        self.damaged: dict[int, dict[str, IndexReaderException]] = {}
         self.generation = 0  # bumped whenever step files are added
         self.on_new_files: Callable[[], None] | None = None  # called after the generation is bumped
         # Step files share their name sets, so "the steps of tensor X" is a union over a few sets:
@@ -97,9 +100,9 @@ class TrialIndex:
     def refresh(self) -> int:
         """Read the index files that appeared since the last refresh. Returns how many were added.
 
-        Raises:
-            IndexReaderException: a new index file is corrupt; it stays unread, so the next refresh
-                reads (and raises) again rather than going on without that step.
+        A corrupt index file does not stop the others: it goes into ``damaged`` (its step then
+        raises IndexReaderException naming it when read) and one warning per refresh names them.
+        Objects appear whole, so a file that does not parse never will: it is not read again.
         """
         wanted: list[tuple[str, int, str]] = []
         for key in self.storage.list(INDEX_DIR + "/", start_after=self._token):
@@ -111,17 +114,29 @@ class TrialIndex:
                 continue
             wanted.append((key, parsed[0], parsed[1]))
         added = 0
+        bad: list[str] = []
         try:
             for at in range(0, len(wanted), _READ_BATCH):
                 batch = wanted[at : at + _READ_BATCH]
                 datas: list[bytes] = self.storage.read_many([ReadRequest(key) for key, _, _ in batch])
                 for (key, step, worker), data in zip(batch, datas):
-                    step_file = self._parser.parse(data, key=key, step=step, worker=worker)
                     self._seen.add(key)
+                    try:
+                        step_file = self._parser.parse(data, key=key, step=step, worker=worker)
+                    except IndexReaderException as err:
+                        self.damaged.setdefault(step, {})[key] = err
+                        bad.append(key)
+                        continue
                     if step_file.names:  # smdebug ignores an index file without entries
                         self._add(step_file)
                         added += 1
         finally:
+            if bad:
+                logger.warning(
+                    "%s: %d index file(s) cannot be read, so their steps are unreadable (the other steps are "
+                    "not affected): %s%s", self.storage.uri, len(bad), ", ".join(bad[:5]),
+                    " ..." if len(bad) > 5 else "",
+                )
             if added:
                 self.generation += 1
                 if self.on_new_files is not None:
@@ -143,6 +158,7 @@ class TrialIndex:
             files.append(sf)
             files.sort(key=_worker_of)
         self.known_workers.add(sf.worker)
+        self.event_bytes += sf.event_size
         mode = sf.mode
         names = sf.names
         group = self.steps_by_names.get(id(names))
@@ -196,6 +212,25 @@ class TrialIndex:
             self._seen = {k for k in self._seen if k > token}
 
     # --- queries --------------------------------------------------------------------------------
+
+    def damage_at(self, step: int, mode: ModeKeys) -> IndexReaderException | None:
+        """Why an index file of ``step`` (of ``mode``; a global step for GLOBAL) could not be read, if one could not.
+
+        For a mode step, only damaged files of global steps not known to belong to another mode step
+        count (a damaged file's own mode is unknown).
+        """
+        if not self.damaged:
+            return None
+        if mode is ModeKeys.GLOBAL:
+            found = self.damaged.get(step)
+        else:
+            known = self.global_of(step, mode)
+            found = self.damaged.get(known) if known is not None else None
+        if not found:
+            return None
+        key = min(found)
+        err = found[key]
+        return IndexReaderException(f"step {step} ({mode.name}) cannot be read: {err}")
 
     def is_complete(self, step: int) -> bool:
         """Whether every worker wrote ``step``, or it lies at or before the last complete step."""

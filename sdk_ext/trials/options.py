@@ -50,7 +50,9 @@ class TrialOptions:
             rest of a file still being appended) before it gives up with TensorUnavailableForStep.
         incomplete_step_window: once more steps than this are waiting for missing workers, the
             oldest half are taken as complete (smdebug's SMDEBUG_INCOMPLETE_STEP_WAIT_WINDOW).
-        file_cache_bytes: budget of the cache of whole event files (least recently used out).
+        file_cache_bytes: budget of the cache of whole event files (least recently used out). A
+            trial whose event files are larger than this is read by byte ranges
+            (:mod:`sdk_ext.trials.slabs`, which keep at most as many bytes again).
         whole_file_bytes: event files up to this size are read whole on their first value read
             (one request for all their records); larger ones are read record by record.
         read_ahead_bytes: most bytes of values decoded ahead when ``value()`` walks one tensor

@@ -51,6 +51,7 @@ class StepPlan:
 
     def __init__(self, index: TrialIndex, steps: Sequence[int], mode: ModeKeys, worker: str | None) -> None:
         self.steps = list(steps)
+        self.trial_bytes = index.event_bytes  # the trial's event files, when the plan was made
         self.files: list[StepFile] = []
         self.complete = True  # False: some step has no candidate file (the caller takes the slow path)
         numbers: dict[int, int] = {}  # id(step file) -> its number

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -40,9 +40,6 @@ from sdk_ext.trials.options import TrialOptions
 from sdk_ext.trials.plan import StepPlan
 from sdk_ext.trials.step_files import Location, StepFile
 from sdk_ext.trials.values import EventFileUnavailable, ValueReader
-
-if TYPE_CHECKING:
-    from sdk_ext.trials.tensor import Tensor
 
 #: fewer steps than this are read step by step (a plan and array operations cost more than they save)
 BULK_MIN = 16
@@ -78,8 +75,11 @@ class Reads:
         self.last_name: str | None = None
         self.last_mode: ModeKeys | None = None
         self.last_step = -1
-        self.ahead_name: tuple[str, ModeKeys] | None = None  # the tensor and mode of the walk
-        self._holder: Tensor | None = None  # the tensor whose ``_ahead`` holds the window
+        self._walk: tuple[str, ModeKeys] | None = None  # the tensor and mode of the walk
+        #: the tensor whose values ``_window`` holds (None: no window); Tensor.value compares it first
+        self.ahead_name: str | None = None
+        self._window_mode: ModeKeys | None = None
+        self._window: dict[int, Array] = {}  # step -> value read ahead, not handed out yet
         index.on_new_files = self.drop_ahead  # new step files may change which file holds a step
         self._ahead_steps = 0  # size of the next window of ahead_name's walk
         self._no_ahead: tuple[str, ModeKeys, int] | None = None  # (tensor, mode, index generation) that failed
@@ -108,18 +108,23 @@ class Reads:
 
     @property
     def ahead(self) -> dict[int, Array]:
-        """The values read ahead and not handed out yet (of the tensor and mode ``ahead_name``)."""
-        holder = self._holder
-        return {} if holder is None or holder._ahead is None else holder._ahead
+        """The values read ahead and not handed out yet (of the tensor ``ahead_name``), a copy."""
+        return dict(self._window)
+
+    def take_ahead(self, name: str, mode: ModeKeys, step: int) -> Array | None:
+        """The value of ``name`` at ``step`` of ``mode`` if the window holds it (handed out once), else None."""
+        if name != self.ahead_name or mode is not self._window_mode:
+            return None
+        return self._window.pop(step, None)
 
     def drop_ahead(self) -> None:
-        if self._holder is not None:
-            self._holder._ahead = None
-            self._holder = None
+        self.ahead_name = None
+        self._window_mode = None
+        self._window = {}
 
     def read_ahead(
         self,
-        tensor: Tensor,
+        name: str,
         sf: StepFile,
         loc: Location,
         step: int,
@@ -127,20 +132,21 @@ class Reads:
         mode: ModeKeys,
         steps: Sequence[int],
     ) -> Array | None:
-        """The value of ``tensor`` at ``step`` of ``mode`` (record ``loc`` of ``sf``) from a new read-ahead
-        window over the tensor's ``steps`` from there on, or None (no window: read it one at a time).
-        ``Tensor.value`` calls this on a miss when the last value read was this tensor's, at the
-        earlier step ``previous``; only a walk through every step (``previous`` is the step just
-        before) gets a window, not one that samples a step now and then. The window goes into
-        ``tensor._ahead``, where its next calls look first."""
-        index, name = self._index, tensor.name
+        """The value of tensor ``name`` at ``step`` of ``mode`` (record ``loc`` of ``sf``) from a new
+        read-ahead window over the tensor's ``steps`` from there on, or None (no window: read it one
+        at a time). ``Tensor.value`` calls this on a miss when the last value read was this tensor's,
+        at the earlier step ``previous``; only a walk through every step (``previous`` is the step
+        just before) gets a window, not one that samples a step now and then. The window stays
+        here; the tensor's next calls take their values with :meth:`take_ahead`."""
+        index = self._index
         walk = (name, mode)
         length, file_size = loc[1], sf.event_size
+        ranged = self.reader.ranged(index.event_bytes)  # windows then gather records, not files
         if (
             self._memo is not None
             or not self._ahead_bytes
             or length >= AHEAD_RECORD
-            or file_size > self.reader.whole_file_bytes
+            or (file_size > self.reader.whole_file_bytes and not ranged)
             or self._no_ahead == (name, mode, index.generation)
         ):
             return None
@@ -148,11 +154,13 @@ class Reads:
         if at == 0 or at == len(steps) or steps[at] != step or steps[at - 1] != previous:
             return None  # not the next step of a walk through every step
         most = max(self._ahead_bytes // max(length, 1), BULK_MIN)  # steps in a window at most
-        if walk != self.ahead_name:  # a new walk: as long as the last one's if that one was read to its end
-            size = self._ahead_steps if self.ahead_name is not None and not self.ahead else AHEAD_FIRST
-            self.ahead_name, self._ahead_steps = walk, size
+        if walk != self._walk:  # a new walk: as long as the last one's if that one was read to its end
+            size = self._ahead_steps if self._walk is not None and not self._window else AHEAD_FIRST
+            self._walk, self._ahead_steps = walk, size
         self.drop_ahead()
-        size = min(self._ahead_steps, most, max(self.reader.cache.chunk_limit // max(file_size, 1), BULK_MIN))
+        size = min(self._ahead_steps, most)
+        if not ranged:  # the window's files are read whole into one cache chunk
+            size = min(size, max(self.reader.cache.chunk_limit // max(file_size, 1), BULK_MIN))
         self._ahead_steps = min(self._ahead_growth * size, most)
         window = list(steps[at : at + size])
         if len(window) < BULK_MIN:
@@ -164,25 +172,31 @@ class Reads:
         if got is None:
             self._no_ahead = (name, mode, index.generation)
             return None
-        tensor._ahead = dict(zip(window[1:], got[1:]))
-        tensor._ahead_mode = mode
-        self._holder = tensor
+        self._window = dict(zip(window[1:], got[1:]))
+        self._window_mode = mode
+        self.ahead_name = name
         self.last_step = window[-1]  # so that the step just past the window continues the walk
         return got[0]
 
     def read_many(
-        self, located: Sequence[tuple[StepFile, Location]], name: str, steps: Sequence[int], mode: ModeKeys
+        self,
+        located: Sequence[tuple[StepFile, Location]],
+        name: str | Sequence[str],
+        steps: Sequence[int],
+        mode: ModeKeys,
     ) -> list[Array]:
-        """The values of several records, their storage requests in one batch."""
+        """The values of several records, their storage requests in one batch; ``name`` is the
+        records' tensor name, or one per record."""
+        names = [name] * len(located) if isinstance(name, str) else list(name)
         if self._memo is not None or any(sf.event_key is None for sf, _ in located):
-            return [self.read(sf, loc, name, step, mode) for (sf, loc), step in zip(located, steps)]
+            return [self.read(sf, loc, n, step, mode) for (sf, loc), n, step in zip(located, names, steps)]
         try:
             return self.reader.read_many(
-                [(sf.event_key, s, n, sf.event_size, name) for sf, (s, n) in located]  # type: ignore[misc]
+                [(sf.event_key, s, n, sf.event_size, t) for (sf, (s, n)), t in zip(located, names)]  # type: ignore[misc]
             )
         except EventFileUnavailable as err:  # already waited for: say which step, do not wait again
-            step = next((st for (sf, _), st in zip(located, steps) if sf.event_key == err.key), steps[0])
-            raise TensorUnavailableForStep(name, step, mode) from err
+            at = next((k for k, (sf, _) in enumerate(located) if sf.event_key == err.key), 0)
+            raise TensorUnavailableForStep(names[at], steps[at], mode) from err
 
     def read_steps(self, name: str, steps: Sequence[int], mode: ModeKeys, worker: str | None) -> list[Array] | None:
         """The raw values of ``name`` at ``steps``, many per call; None where the step-by-step path is needed."""

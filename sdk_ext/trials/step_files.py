@@ -20,8 +20,9 @@ from dataclasses import dataclass
 from itertools import chain
 from operator import add
 
+from sdk_ext.exceptions import IndexReaderException
 from sdk_ext.format.index import IndexFile, parse_index
-from sdk_ext.format.paths import EVENTS_DIR, REDUCTION_PREFIX, parse_reduction_name
+from sdk_ext.format.paths import EVENTS_DIR, REDUCTION_PREFIX, parse_event_key, parse_reduction_name
 from sdk_ext.modes import ModeKeys
 
 Location = tuple[int, int]  # (start, length) of a whole record in the step's event file
@@ -97,11 +98,11 @@ class StepFileParser:
             mode = _MODES.get(meta[1].decode())
             if hit is not None and mode is not None:
                 raw, reductions, shapes, end, names = hit
-                event_key = _relative(meta[3].decode())
+                event_key = _event_key(meta[3], key, step, worker)
                 return StepFile(key, step, worker, mode, int(meta[2]), event_key, end, raw, reductions, shapes, names)
         try:
             sf = self._fast(data, key, step, worker)
-        except (_Malformed, ValueError, KeyError, TypeError, AttributeError):
+        except (_Malformed, ValueError, KeyError, TypeError, AttributeError, RecursionError):
             # The validating parser raises a precise error, or accepts what the fast one refused.
             sf = self._from_index(parse_index(data, key=key), key, step, worker)
         if meta is not None:
@@ -113,7 +114,7 @@ class StepFileParser:
         if (
             sf.mode is not _MODES.get(meta[1].decode())
             or sf.mode_step != int(meta[2])
-            or sf.event_key != _relative(meta[3].decode())
+            or sf.event_key != _event_key(meta[3], key=sf.key, step=sf.step, worker=sf.worker)
             or b'"meta"' in tail  # a second meta would win over the first
         ):
             return
@@ -197,7 +198,7 @@ class StepFileParser:
         shapes: dict[str, tuple[int, ...]],
     ) -> StepFile:
         if event_key is not None:
-            event_key = _relative(event_key)
+            event_key = _event_key(event_key, key, step, worker)
         names = frozenset(raw)
         if reductions or shapes:
             names = names.union(reductions, shapes)
@@ -213,6 +214,35 @@ def _relative(event_key: str) -> str:
         return event_key
     at = event_key.rfind("/" + _EVENTS)
     return event_key[at + 1 :] if at >= 0 else event_key
+
+
+def _event_key(name: str | bytes, key: str, step: int, worker: str) -> str:
+    """``meta.event_file_name`` of the index file ``key`` (of global ``step``, ``worker``) as a key under
+    the trial root, checked: it must be that step's and worker's event file under ``events/``, so no
+    index can make the reader open a file outside the trial or another step's records.
+
+    Raises:
+        IndexReaderException: names the index file and the offending name.
+    """
+    if isinstance(name, bytes):
+        try:
+            name = name.decode()
+        except UnicodeDecodeError as err:
+            raise IndexReaderException(f"{key}: meta.event_file_name is not UTF-8; the index file is corrupt") from err
+    relative = _relative(name)
+    parts = relative.split("/")
+    if (
+        not relative.startswith(_EVENTS)
+        or "\\" in relative
+        or "\x00" in relative
+        or any(p in ("", ".", "..") for p in parts)
+        or parse_event_key(relative) != (step, worker)
+    ):
+        raise IndexReaderException(
+            f"{key}: meta.event_file_name {name!r} is not the event file of step {step} of {worker} under "
+            f"{EVENTS_DIR}/ (a path outside the trial, or another step's file); the index file is corrupt"
+        )
+    return relative
 
 
 __all__ = ["Location", "ReductionKey", "StepFile", "StepFileParser"]

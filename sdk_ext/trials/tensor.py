@@ -10,6 +10,7 @@ yet), NoMoreData (training ended before that step), InvalidWorker.
 from __future__ import annotations
 
 import bisect
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -22,8 +23,11 @@ from sdk_ext.exceptions import (
     StepUnavailable,
     TensorUnavailableForStep,
 )
+from sdk_ext.format.paths import reduction_tensor_name
 from sdk_ext.modes import ModeKeys, StepState
-from sdk_ext.trials.index_cache import ReductionKey, StepFile
+from sdk_ext.trials.display import TensorDisplay
+from sdk_ext.trials.index_cache import ReductionKey, StepFile, TrialIndex
+from sdk_ext.trials.reads import Reads
 from sdk_ext.trials.reductions import compute_reduction, normalize_op
 
 if TYPE_CHECKING:
@@ -36,18 +40,23 @@ def _mode(mode: ModeKeys | str | int) -> ModeKeys:
     return mode if isinstance(mode, ModeKeys) else ModeKeys.parse(mode)
 
 
-class Tensor:
+class Tensor(TensorDisplay):
     """A tensor of a :class:`~sdk_ext.trials.Trial`; get one with ``trial.tensor(name)``."""
 
-    __slots__ = ("_ahead", "_ahead_mode", "_steps", "_steps_key", "_trial", "name")
+    __slots__ = ("_index", "_reads", "_refresh", "_steps", "_steps_key", "_trial", "name")
 
-    def __init__(self, name: str, trial: Trial) -> None:
+    def __init__(
+        self, name: str, trial: Trial, *, index: TrialIndex, reads: Reads, refresh: Callable[[], None]
+    ) -> None:
+        """``index`` and ``reads`` are the trial's; ``refresh`` reads new index files when the trial's
+        refresh policy allows it (Trial passes these; users get tensors from ``trial.tensor``)."""
         self.name = name
         self._trial = trial
+        self._index = index
+        self._reads = reads
+        self._refresh = refresh
         self._steps_key: tuple[int, bool, int] | None = None
         self._steps: dict[ModeKeys, tuple[list[int], list[int]]] = {}  # mode -> (steps, global steps)
-        self._ahead: dict[int, np.ndarray[Any, Any]] | None = None  # values read ahead (sdk_ext.trials.reads)
-        self._ahead_mode: ModeKeys | None = None  # the mode of the steps in _ahead
 
     @property
     def trial(self) -> Trial:
@@ -60,8 +69,8 @@ class Tensor:
 
     def _all_steps(self, mode: ModeKeys) -> tuple[list[int], list[int]]:
         """``(steps, global steps)`` where this tensor has any entry, sorted by step (never modify them)."""
-        index = self._trial._index
-        key = (index.generation, self._trial._loaded_all, index.last_complete_step)
+        index = self._index
+        key = (index.generation, self._trial.loaded_all_steps, index.last_complete_step)
         if key != self._steps_key:
             self._steps_key, self._steps = key, {}
         found = self._steps.get(mode)
@@ -76,12 +85,11 @@ class Tensor:
         training ended. (smdebug compared a list with an int here, so its answer depended on the
         trial-wide last complete step alone, compared with the *mode* step.)
         """
-        trial = self._trial
-        trial._maybe_refresh()
+        self._refresh()
         steps, global_steps = self._all_steps(_mode(mode))
-        if show_incomplete_steps or trial._loaded_all:
+        if show_incomplete_steps or self._trial.loaded_all_steps:
             return list(steps)
-        complete = trial._index.is_complete
+        complete = self._index.is_complete
         return [s for s, g in zip(steps, global_steps) if complete(g)]
 
     def prev_steps(self, step: int, n: int | None = None, mode: ModeKeys = _GLOBAL) -> list[int]:
@@ -93,7 +101,7 @@ class Tensor:
     # --- locating one step ---------------------------------------------------------------------------
 
     def _holders(self, step: int, mode: ModeKeys) -> list[StepFile]:
-        found = self._trial._index.files_at(step, mode)
+        found = self._index.files_at(step, mode)
         if found is None:
             return []
         name = self.name
@@ -102,7 +110,7 @@ class Tensor:
     def _step_file(self, step: int, mode: ModeKeys, worker: str | None) -> StepFile:
         """The step file holding this tensor at ``step``, refreshing once on a miss."""
         if mode is _GLOBAL and worker is None:  # the common case, without building a list
-            files = self._trial._index.by_step.get(step)
+            files = self._index.by_step.get(step)
             if files is not None:
                 name = self.name
                 for f in files:
@@ -110,8 +118,7 @@ class Tensor:
                         return f
         holders = self._holders(step, mode)
         if not holders:
-            trial = self._trial
-            trial._maybe_refresh()
+            self._refresh()
             holders = self._holders(step, mode)
             if not holders:
                 self._raise_missing(step, mode)
@@ -123,13 +130,16 @@ class Tensor:
         raise InvalidWorker(worker, [f.worker for f in holders])
 
     def _raise_missing(self, step: int, mode: ModeKeys) -> None:
+        damage = self._index.damage_at(step, mode)
+        if damage is not None:  # an index file of this step is corrupt: say which
+            raise damage
         trial = self._trial
         state = trial.has_passed_step(step, mode)
         if state is StepState.AVAILABLE:
             raise TensorUnavailableForStep(self.name, step, mode)
         if state is StepState.UNAVAILABLE:
             raise StepUnavailable(step, mode)
-        if trial._loaded_all:
+        if trial.loaded_all_steps:
             steps = trial.steps(mode=mode)
             raise NoMoreData(step, mode, steps[-1] if steps else -1)
         raise StepNotYetAvailable(step, mode)
@@ -140,16 +150,15 @@ class Tensor:
         """The saved array at ``step_num`` (dtype and shape as written)."""
         if mode.__class__ is not ModeKeys:
             mode = _mode(mode)
-        ahead = self._ahead
-        if ahead is not None and mode is self._ahead_mode and worker is None:  # read ahead (sdk_ext.trials.reads)
-            value = ahead.pop(step_num, None)
+        name = self.name
+        reads = self._reads
+        if reads.ahead_name == name and worker is None:  # read ahead (sdk_ext.trials.reads)
+            value = reads.take_ahead(name, mode, step_num)
             if value is not None:
                 return value
-        name = self.name
-        reads = self._trial._reads
         sf = None
         if mode is _GLOBAL and worker is None:  # the common case, inlined from _step_file
-            files = self._trial._index.by_step.get(step_num)
+            files = self._index.by_step.get(step_num)
             if files is not None:
                 for f in files:
                     if name in f.names:
@@ -164,7 +173,7 @@ class Tensor:
             previous = reads.last_step if reads.last_name == name and reads.last_mode is mode else None
             reads.last_name, reads.last_mode, reads.last_step = name, mode, step_num
             if previous is not None and previous < step_num:
-                value = reads.read_ahead(self, sf, loc, step_num, previous, mode, self._all_steps(mode)[0])
+                value = reads.read_ahead(name, sf, loc, step_num, previous, mode, self._all_steps(mode)[0])
                 if value is not None:
                     return value
         return reads.read(sf, loc, name, step_num, mode)
@@ -179,7 +188,7 @@ class Tensor:
         """
         mode = _mode(mode)
         steps = self.steps(mode=mode)
-        got = self._trial._reads.read_steps(self.name, steps, mode, worker)
+        got = self._reads.read_steps(self.name, steps, mode, worker)
         if got is not None:
             return dict(zip(steps, got))
         located = []
@@ -189,7 +198,7 @@ class Tensor:
             if loc is None:
                 raise TensorUnavailableForStep(self.name, step, mode, has_reductions=self.name in sf.reductions)
             located.append((sf, loc))
-        return dict(zip(steps, self._trial._reads.read_many(located, self.name, steps, mode)))
+        return dict(zip(steps, self._reads.read_many(located, self.name, steps, mode)))
 
     def shape(self, step_num: int, mode: ModeKeys = _GLOBAL, worker: str | None = None) -> tuple[int, ...]:
         """The shape saved at ``step_num``: the shape entry if there is one, else the value's."""
@@ -201,14 +210,14 @@ class Tensor:
         loc = sf.raw.get(self.name)
         if loc is None:
             raise ShapeUnavailableForStep(self.name, step_num, mode)
-        return tuple(self._trial._reads.read(sf, loc, self.name, step_num, mode).shape)
+        return tuple(self._reads.read(sf, loc, self.name, step_num, mode).shape)
 
     def workers(self, step_num: int, mode: ModeKeys = _GLOBAL) -> list[str]:
         """The workers that saved this tensor at ``step_num``, sorted."""
         mode = _mode(mode)
         holders = self._holders(step_num, mode)
         if not holders:
-            self._trial._maybe_refresh()
+            self._refresh()
             holders = self._holders(step_num, mode)
         if not holders:
             raise TensorUnavailableForStep(self.name, step_num, mode)
@@ -234,12 +243,12 @@ class Tensor:
         sf = self._step_file(step_num, mode, worker)
         stored = sf.reductions.get(self.name)
         loc = None if stored is None else stored.get((op, bool(abs)))
-        if loc is not None:
-            return self._trial._reads.read(sf, loc, self.name, step_num, mode)
+        if loc is not None:  # the record's tag is the reduction's own name
+            return self._reads.read(sf, loc, reduction_tensor_name(self.name, op, abs=bool(abs)), step_num, mode)
         raw = sf.raw.get(self.name)
         if raw is None:
             raise TensorUnavailableForStep(self.name, step_num, mode, has_reductions=bool(stored))
-        return compute_reduction(op, self._trial._reads.read(sf, raw, self.name, step_num, mode), abs=bool(abs))
+        return compute_reduction(op, self._reads.read(sf, raw, self.name, step_num, mode), abs=bool(abs))
 
     def reduction_values(
         self, step_num: int, mode: ModeKeys = _GLOBAL, worker: str | None = None
@@ -249,7 +258,12 @@ class Tensor:
         sf = self._step_file(step_num, mode, worker)
         stored = sf.reductions.get(self.name) or {}
         keys = list(stored)
-        arrays = self._trial._reads.read_many([(sf, stored[k]) for k in keys], self.name, [step_num] * len(keys), mode)
+        arrays = self._reads.read_many(
+            [(sf, stored[k]) for k in keys],
+            [reduction_tensor_name(self.name, op, abs=a) for op, a in keys],
+            [step_num] * len(keys),
+            mode,
+        )
         return dict(zip(keys, arrays))
 
 

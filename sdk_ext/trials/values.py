@@ -29,6 +29,7 @@ from sdk_ext.storage import ReadRequest, Storage
 from sdk_ext.trials.file_cache import Entry, FileCache
 from sdk_ext.trials.index_cache import StepFile, TrialIndex
 from sdk_ext.trials.options import TrialOptions, poll
+from sdk_ext.trials.slabs import Slabs
 
 logger = logging.getLogger(__name__)
 
@@ -52,6 +53,7 @@ READ_AHEAD = 64
 Request = tuple[str, int, int, int, str]
 
 
+
 class EventFileUnavailable(SdkExtError):
     """An event file named by an index never became (fully) readable."""
 
@@ -71,6 +73,8 @@ class ValueReader:
         self._decoder = RecordDecoder()
         self.decode = self._decoder.decode
         self._read_into = getattr(storage, "read_into", None)
+        self._size = getattr(storage, "size", None)  # with read_into: checks a range before allocating for it
+        self.slabs = Slabs(storage, budget=options.file_cache_bytes, slab_bytes=self.cache.chunk_limit)
         self._last_miss: int | None = None  # step of the last value read the cache did not hold
         self.requests = 0  # storage requests made, for benchmarks and tests
         self.batched = 0  # values decoded many at a time (sdk_ext.trials.bulk), for benchmarks and tests
@@ -83,6 +87,13 @@ class ValueReader:
     @property
     def decoder(self) -> RecordDecoder:
         return self._decoder
+
+    def ranged(self, trial_bytes: int) -> bool:
+        """Whether reads of one tensor over many steps should fetch just the byte ranges that hold
+        its records (:mod:`sdk_ext.trials.slabs`) rather than whole event files: when the trial's
+        event files (``trial_bytes``) are more than the file cache holds, whole files read for one
+        tensor would be gone before the next one."""
+        return trial_bytes > self.cache.budget
 
     def decode_cached(self, entry: Entry, key: str, start: int, length: int, tensor: str) -> np.ndarray[Any, Any]:
         """The value of a record of the cached file ``entry`` (of ``key``)."""
@@ -226,7 +237,13 @@ class ValueReader:
         if into:  # large records to be read one by one: same length ones go into rows of one array
             by_length: dict[int, list[int]] = {}
             for at, (key, start, length, size, _) in enumerate(requests):
-                if length >= LARGE_RECORD and size > whole_max and key not in fetched and key not in cached:
+                if (
+                    length >= LARGE_RECORD
+                    and size > whole_max
+                    and key not in fetched
+                    and key not in cached
+                    and self._holds(key, start + length)  # else read() below waits for it, or says why not
+                ):
                     by_length.setdefault(length, []).append(at)
             for group in by_length.values():
                 if len(group) > 1:
@@ -315,13 +332,28 @@ class ValueReader:
 
         return self._wait(key, attempt)
 
+    def _holds(self, key: str, end: int) -> bool:
+        """Whether ``key`` holds at least ``end`` bytes (True if the storage cannot say); False if missing."""
+        if self._size is None:
+            return True
+        try:
+            return bool(self._size(key) >= end)
+        except StorageNotFound:
+            return False
+
     def _range_into(self, key: str, start: int, length: int) -> memoryview:
-        buffer = np.empty(length, np.uint8).data  # not zero-filled: read_into overwrites all of it
         read_into = self._read_into
         assert read_into is not None
+        buffers: list[memoryview] = []
 
         def attempt() -> memoryview | None:
             self.requests += 1
+            # the index's word is checked against the file first: a damaged length allocates nothing
+            if not self._holds(key, start + length):
+                return None
+            if not buffers:
+                buffers.append(np.empty(length, np.uint8).data)  # not zero-filled: read_into overwrites it
+            buffer = buffers[0]
             try:
                 got = read_into(key, buffer, start=start)
             except StorageNotFound:
@@ -369,6 +401,7 @@ class ValueReader:
 
     def clear(self) -> None:
         self.cache.clear()
+        self.slabs.clear()
 
 
 __all__ = ["EventFileUnavailable", "Request", "ValueReader"]

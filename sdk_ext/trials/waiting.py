@@ -13,16 +13,17 @@ from typing import TYPE_CHECKING
 
 from sdk_ext.exceptions import NoMoreData, StepNotYetAvailable, StepUnavailable
 from sdk_ext.modes import ModeKeys, StepState
+from sdk_ext.trials.index_cache import TrialIndex
 from sdk_ext.trials.options import poll
 
 if TYPE_CHECKING:
     from sdk_ext.trials.trial import Trial
 
 
-def step_state(trial: Trial, step: int, mode: ModeKeys) -> StepState:
-    """AVAILABLE (complete), NOT_YET_AVAILABLE (may still come) or UNAVAILABLE (never will)."""
+def step_state(trial: Trial, index: TrialIndex, step: int, mode: ModeKeys) -> StepState:
+    """AVAILABLE (complete), NOT_YET_AVAILABLE (may still come) or UNAVAILABLE (never will); ``index``
+    is the trial's (what it has read; ``trial.steps`` refreshes it first)."""
     all_steps = trial.steps(mode=mode, show_incomplete_steps=True)
-    index = trial._index
     at = bisect.bisect_left(all_steps, step)
     if at < len(all_steps):
         found = all_steps[at]

@@ -22,18 +22,20 @@ def read_with(create_trial, trial_dir: str, *, batched: bool = False) -> dict[st
     trial = create_trial(trial_dir)
     opened = time.perf_counter()
     names = trial.tensor_names()
+    workers = sorted(trial.workers())
     listed = time.perf_counter()
     values = nbytes = 0
-    for name in names:
-        tensor = trial.tensor(name)
-        if batched:
-            got = tensor.values()
-            values += len(got)
-            nbytes += sum(v.nbytes for v in got.values())
-        else:
-            for step in tensor.steps():
-                nbytes += tensor.value(step).nbytes
-                values += 1
+    for worker in workers if len(workers) > 1 else [None]:  # several workers: every worker's values
+        for name in names:
+            tensor = trial.tensor(name)
+            if batched:
+                got = tensor.values(worker=worker)
+                values += len(got)
+                nbytes += sum(v.nbytes for v in got.values())
+            else:
+                for step in tensor.steps():
+                    nbytes += tensor.value(step, worker=worker).nbytes
+                    values += 1
     done = time.perf_counter()
     return {
         "total_s": done - started, "open_s": opened - started, "tensor_names_s": listed - opened,

@@ -9,6 +9,7 @@ written with sdk_ext.format (byte-identical to smdebug's writer) straight into m
 Workloads, each in a fresh process, the same calls for both readers:
   open:   create_trial(s3://...), steps(), tensor_names()
   sample: open, then value() of every tensor at ``--sample`` evenly spaced steps
+  values: open, then values() of every tensor (sdk_ext only: smdebug's values() is its value() loop)
   all:    open, then value() of every tensor at every step, tensor by tensor. A reader still busy after
           ``--budget`` seconds stops there; its total is projected from what it measured (open + the
           measured cost per value times the number of values), and the table says so. smdebug needs
@@ -49,12 +50,15 @@ PREFIX = "trial"
 
 CHILD = r"""
 import json, sys, time
+import os
 impl, uri, workload, sample, budget = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), float(sys.argv[5])
 cache = {"cache_dir": sys.argv[6]} if len(sys.argv) > 6 else {}
 if impl == "smdebug":
     from smdebug.trials import create_trial
 else:
-    from sdk_ext.trials import create_trial
+    from sdk_ext.trials import create_trial, TrialOptions
+    if os.environ.get("BENCH_FILE_CACHE_BYTES"):  # a trial larger than the reader's file cache
+        cache["options"] = TrialOptions.from_env(os.environ, file_cache_bytes=int(os.environ["BENCH_FILE_CACHE_BYTES"]))
 t0 = time.perf_counter()
 trial = create_trial(uri, **cache)
 steps = trial.steps()
@@ -62,7 +66,10 @@ names = trial.tensor_names()
 t_open = time.perf_counter() - t0
 picked = steps[:: max(1, len(steps) // sample)][:sample] if workload == "sample" else steps
 n, complete = 0, True
-if workload != "open":
+if workload == "values":
+    for name in names:
+        n += len(trial.tensor(name).values())
+elif workload != "open":
     for name in names:
         tensor = trial.tensor(name)
         for step in picked:
@@ -135,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget", type=float, default=120.0, help="seconds before 'all' stops and projects")
     parser.add_argument("--json", type=Path, help="also write the raw results here")
     parser.add_argument("--only", choices=("sdk_ext", "smdebug"), help="run one reader (no ratios)")
+    parser.add_argument("--file-cache-mb", type=float, help="sdk_ext's file cache (to make the trial larger than it)")
     args = parser.parse_args(argv)
     smdebug = os.environ.get("SMDEBUG_PYTHON") or str(REPO / ".venv-smdebug" / "bin" / "python")
 
@@ -160,13 +168,15 @@ def main(argv: list[str] | None = None) -> int:
     env.update(s3_environment(proxy.url, Path(tempfile.mkdtemp(prefix="bench-aws-"))))
     env["PYTHONPATH"] = str(REPO)
     env["SMDEBUG_LOG_LEVEL"] = "error"
+    if args.file_cache_mb:
+        env["BENCH_FILE_CACHE_BYTES"] = str(int(args.file_cache_mb * 2**20))
     uri = f"s3://{bucket}/{PREFIX}"
     results: dict[str, dict[str, dict[str, Any]]] = {}
     plan = [("sdk_ext", sys.executable), ("smdebug", smdebug)]
     for impl, python in plan:
         if args.only and impl != args.only:
             continue
-        for workload in ("open", "sample", "all"):
+        for workload in ("open", "sample", "all") + (("values",) if impl == "sdk_ext" else ()):
             print(f"running {impl} {workload} ...", file=sys.stderr, flush=True)
             results.setdefault(impl, {})[workload] = run_child(python, impl, uri, workload, args, env, proxy)
         project(results[impl])
@@ -208,7 +218,8 @@ def report(results: dict[str, dict[str, dict[str, Any]]], args: argparse.Namespa
     lines = [
         (f"S3 trial on moto, {args.steps} steps x {args.tensors} float32[{args.elements}] tensors, 1 worker "
          f"(`python -m tests.bench.s3_trial --steps {args.steps} --tensors {args.tensors} "
-         f"--elements {args.elements} --sample {args.sample} --budget {args.budget:g}`)"),
+         f"--elements {args.elements} --sample {args.sample} --budget {args.budget:g}"
+         f"{f' --file-cache-mb {args.file_cache_mb:g}' if args.file_cache_mb else ''}`)"),
         "",
         "| workload | sdk_ext requests | smdebug requests | fewer requests | sdk_ext time | smdebug time | faster |",
         "|---|---|---|---|---|---|---|",
@@ -225,6 +236,11 @@ def report(results: dict[str, dict[str, dict[str, Any]]], args: argparse.Namespa
             f"| {t['requests_total'] / max(o['requests_total'], 1):.1f}x | {_cell(o, 'time_total', ' s')} "
             f"| {_cell(t, 'time_total', ' s')} | {t['time_total'] / o['time_total']:.1f}x |"
         )
+    bulk = ours["values"]
+    lines.append(
+        f"| open + all {bulk['values']} values with values() per tensor | {bulk['requests']} | | | "
+        f"{bulk['total_s']:.1f} s | | |"
+    )
     cached = ours["all_cached"]
     lines.append(
         f"| the same, second analysis with `cache_dir` | {cached['requests']} | | | {cached['total_s']:.1f} s | | |"

@@ -4,11 +4,19 @@ Run from the repo root (``make bench`` sets SMDEBUG_PYTHON):
 
     SMDEBUG_PYTHON=/path/to/smdebug-venv/bin/python python -m tests.bench.trial_read [--write-md]
 
-Two trials are generated once with sdk_ext.format (byte-identical to smdebug's writer) into a temp
-dir (``--dir`` keeps and reuses them): ``small`` = 2000 steps x 50 float32 tensors of 100 elements,
-``large`` = 200 steps x 20 float32 tensors of 256x256 (1 GiB). Both are finished trials (end marker)
-of one worker. Each reader runs ``--repeat`` times in a fresh process on a warm page cache; the best
-run counts:
+Trials are generated once with sdk_ext.format (byte-identical to smdebug's writer) into a temp
+dir (``--dir`` keeps and reuses them), all finished (end marker):
+
+* ``small`` = 2000 steps x 50 float32 tensors of 100 elements; ``large`` = 200 steps x 20 of 256x256 (1 GiB);
+* ``wide`` = 1000 steps x 1000 tensors of 100 (563 MiB; a save-all trial of a real model: the files
+  do not fit the reader's file cache);
+* ``workers8`` = 8 workers x 500 steps x 10 tensors of 100 (every worker's value is read);
+* ``long`` = 50,000 steps x 10 tensors of 100 and ``long1k`` = the same with 1,000 steps (linear in steps?);
+* ``huge`` = 25 steps x 20 tensors of 1M float32 (2 GB; ``values()`` against ``value()``).
+
+``--scale F`` multiplies every shape's steps by F (at least 2 steps) for a quick run on a shared
+machine; ``--only`` picks shapes. Each reader runs ``--repeat`` times in a fresh process on a warm
+page cache; the best run counts:
 
 * ``sdk_ext``, value() per step: ``create_trial``, ``tensor_names()``, then ``tensor.value(step)`` for
   every step of every tensor (the access pattern of rules, which look at a step at a time);
@@ -44,27 +52,46 @@ from tests.trial_builder import TrialBuilder
 
 REPO = Path(__file__).resolve().parents[2]
 WORKER = Path(__file__).with_name("_trial_read_worker.py")
-SHAPES = {"small": (2000, 50, (100,)), "large": (200, 20, (256, 256))}
+#: kind -> (steps, tensors per step, tensor shape, workers)
+SHAPES: dict[str, tuple[int, int, tuple[int, ...], int]] = {
+    "small": (2000, 50, (100,), 1),
+    "large": (200, 20, (256, 256), 1),
+    "wide": (1000, 1000, (100,), 1),
+    "workers8": (500, 10, (100,), 8),
+    "long": (50_000, 10, (100,), 1),
+    "long1k": (1000, 10, (100,), 1),
+    "huge": (25, 20, (1_000_000,), 1),
+}
+#: every shape's steps are multiplied by this (``--scale``)
+SCALE = [1.0]
+
+
+def shape_of(kind: str) -> tuple[int, int, tuple[int, ...], int]:
+    steps, tensors, shape, workers = SHAPES[kind]
+    return max(2, round(steps * SCALE[0])), tensors, shape, workers
 
 
 def generate(root: Path, kind: str) -> Path:
     """Write the ``kind`` trial under ``root`` unless a complete one is already there."""
-    steps, tensors, shape = SHAPES[kind]
+    steps, tensors, shape, workers = shape_of(kind)
     out = root / kind
     stamp = out / ".generated"
-    if stamp.exists() and stamp.read_text() == repr(SHAPES[kind]):
+    if stamp.exists() and stamp.read_text() == repr(shape_of(kind)):
         return out
     shutil.rmtree(out, ignore_errors=True)
     rng = np.random.default_rng(0)
     builder = TrialBuilder(LocalStorage(out))
-    builder.collections()
-    names = [f"layer_{i:02d}/weight" for i in range(tensors)]
+    names_of_workers = [f"worker_{w}" for w in range(workers)]
+    builder.collections(names_of_workers)
+    names = [f"layer_{i:04d}/weight" if tensors > 100 else f"layer_{i:02d}/weight" for i in range(tensors)]
     started = time.perf_counter()
+    pool = rng.standard_normal((8, *shape), dtype=np.float32)  # values cycle through a few arrays: writing is not measured
     for step in range(steps):
-        values = {n: rng.standard_normal(shape, dtype=np.float32) for n in names}
-        builder.step(step, mode=ModeKeys.TRAIN, mode_step=step, tensors=values)
+        for worker in names_of_workers:
+            values = {n: pool[(step + k) % len(pool)] for k, n in enumerate(names)}
+            builder.step(step, worker, mode=ModeKeys.TRAIN, mode_step=step, tensors=values)
     builder.end()
-    stamp.write_text(repr(SHAPES[kind]))
+    stamp.write_text(repr(shape_of(kind)))
     print(f"generated {kind} trial in {time.perf_counter() - started:.1f} s at {out}", file=sys.stderr)
     return out
 
@@ -119,17 +146,23 @@ def _split(r: dict[str, Any]) -> str:
     return f"{r['total_s']:.3f} s ({r['open_s']:.3f} / {r['tensor_names_s']:.3f} / {r['values_s']:.3f})"
 
 
+def goal(r: dict[str, Any], raw: dict[str, Any]) -> float:
+    """Issue 17's budget for reading everything: 2x the raw read plus 1 us per value returned."""
+    return 2 * raw["total_s"] + r["values"] * 1e-6
+
+
 def table(results: dict[str, dict[str, Any]], repeat: int) -> str:
     rows = [
         (
-            "| trial | values | raw read | sdk_ext, value() per step (open / names / values) | / raw "
-            "| sdk_ext, values() per tensor (open / names / values) | / raw | smdebug 1.0.34 (open / names / values) "
-            "| smdebug / sdk_ext (value() / values()) | smdebug, delay 0 |"
+            "| trial | values | raw read | budget: 2x raw + 1 us/value "
+            "| sdk_ext, value() per step (open / names / values) | / budget "
+            "| sdk_ext, values() per tensor (open / names / values) | / budget "
+            "| smdebug 1.0.34 (open / names / values) | smdebug / sdk_ext (value() / values()) | smdebug, delay 0 |"
         ),
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for kind, r in results.items():
-        steps, tensors, shape = SHAPES[kind]
+        steps, tensors, shape, workers = shape_of(kind)
         loop, bulk, raw = r["sdk_ext"], r["sdk_ext_values"], r["raw"]
         sm = r.get("smdebug")
         sm_text = (
@@ -141,14 +174,32 @@ def table(results: dict[str, dict[str, Any]], repeat: int) -> str:
             f"{nd['total_s']:.2f} s ({nd['total_s'] / loop['total_s']:.1f}x / {nd['total_s'] / bulk['total_s']:.1f}x)"
             if nd else "n/a"
         )
+        who = f"{workers} workers x " if workers > 1 else ""
+        budget = goal(loop, raw)
         rows.append(
-            f"| {kind}: {steps} steps x {tensors} x {'x'.join(map(str, shape))} f32 ({raw['bytes'] / 2**20:.0f} MiB, "
-            f"{raw['files']} files) | {loop['values']} | {raw['total_s']:.3f} s "
-            f"| {_split(loop)} | **{loop['total_s'] / raw['total_s']:.2f}x** "
-            f"| {_split(bulk)} | **{bulk['total_s'] / raw['total_s']:.2f}x** "
+            f"| {kind}: {who}{steps} steps x {tensors} x {'x'.join(map(str, shape))} f32 "
+            f"({raw['bytes'] / 2**20:.0f} MiB, {raw['files']} files) | {loop['values']} | {raw['total_s']:.3f} s "
+            f"| {budget:.3f} s | {_split(loop)} | **{loop['total_s'] / budget:.2f}** "
+            f"| {_split(bulk)} | **{bulk['total_s'] / budget:.2f}** "
             f"| {sm_text} | {ratio} | {nodelay} |"
         )
-    return "\n".join(rows) + f"\n\nBest of {repeat} runs each, fresh process per run, warm page cache."
+    notes = []
+    if "long" in results and "long1k" in results:
+        per = {k: (results[k]["sdk_ext"], results[k]["sdk_ext_values"]) for k in ("long", "long1k")}
+        factor = shape_of("long")[0] / shape_of("long1k")[0]
+        notes.append(
+            f"Linear in steps: long / long1k = {per['long'][0]['values_s'] / per['long1k'][0]['values_s']:.1f}x "
+            f"(value()) and {per['long'][1]['values_s'] / per['long1k'][1]['values_s']:.1f}x (values()) for the values, "
+            f"{per['long'][0]['open_s'] / per['long1k'][0]['open_s']:.1f}x to open, at {factor:.0f}x the steps."
+        )
+    if "huge" in results:
+        h = results["huge"]
+        notes.append(
+            f"Large tensors: values() / value() = {h['sdk_ext_values']['values_s'] / h['sdk_ext']['values_s']:.2f} "
+            f"(values only)."
+        )
+    text = "\n".join(rows) + f"\n\nBest of {repeat} runs each, fresh process per run, warm page cache."
+    return text + ("\n\n" + "\n".join(f"- {n}" for n in notes) if notes else "")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -156,8 +207,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dir", type=Path, help="where to generate (and keep) the trials; default: a temp dir")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--only", choices=sorted(SHAPES), action="append")
+    parser.add_argument("--scale", type=float, default=1.0, help="multiply every shape's steps (quick runs: 0.1)")
     parser.add_argument("--write-md", action="store_true", help="update the trial reader section of BENCHMARKS.md")
     args = parser.parse_args(argv)
+    SCALE[0] = args.scale
     smdebug = os.environ.get("SMDEBUG_PYTHON")
     if not smdebug:
         print("SMDEBUG_PYTHON is not set: smdebug is left out", file=sys.stderr)
@@ -169,7 +222,9 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(root, ignore_errors=True)
     body = (
         "## Trial reader: open + tensor_names + every value (local disk)\n\n"
-        "`SMDEBUG_PYTHON=.venv-smdebug/bin/python python -m tests.bench.trial_read --write-md` "
+        f"`SMDEBUG_PYTHON=.venv-smdebug/bin/python python -m tests.bench.trial_read --repeat {args.repeat}"
+        f"{' --scale ' + str(args.scale) if args.scale != 1.0 else ''}"
+        f"{''.join(' --only ' + k for k in args.only or [])} --write-md` "
         f"({platform.machine()}, {os.cpu_count()} cores; sdk_ext: Python/numpy/protobuf {versions(sys.executable)}; "
         f"smdebug: {versions(smdebug) if smdebug else 'n/a'}; "
         f"SMDEBUG_TRAINING_END_DELAY_REFRESH={os.environ.get('SMDEBUG_TRAINING_END_DELAY_REFRESH', 'unset (1 s)')})\n\n"

@@ -121,7 +121,7 @@ def test_uneven_workers_complete_steps_and_refresh(tmp_path):
     listings = len(storage.listings)
     trial.steps(), trial.tensor_names(), w.steps()
     assert len(storage.listings) == listings  # an ended trial never lists again
-    assert clock.sleeps == [1.0, 1.0]  # wait_for_steps' poll, then the end-of-training delay (two workers)
+    assert clock.sleeps == [1.0]  # wait_for_steps' poll; no end-of-training delay: both workers wrote step 5
 
 
 def test_end_marker_with_several_workers_waits_once_for_the_others_last_steps(tmp_path):
@@ -175,3 +175,31 @@ def test_steps_waiting_beyond_the_window_are_given_up(tmp_path):
     # 7 incomplete steps > window 4: the oldest half of the window (2 steps) is given up until 4 or fewer wait
     assert trial.steps() == [0, 1, 2, 3]
     assert trial.steps(show_incomplete_steps=True) == list(range(7))
+
+
+def test_a_finished_trial_of_several_workers_opens_without_the_end_delay(tmp_path):
+    storage, clock = LocalStorage(tmp_path), FakeClock()
+    b = TrialBuilder(storage)
+    b.collections(["worker_0", "worker_1"])
+    for step in range(3):
+        for worker in ("worker_0", "worker_1"):
+            write(b, step, worker)
+    b.end()
+    trial = open_trial(storage, clock)
+    assert clock.sleeps == []  # every worker wrote the last step: nobody is still closing
+    assert trial.loaded_all_steps and trial.steps() == [0, 1, 2]
+
+
+def test_create_trial_honours_smdebugs_end_delay_variable(tmp_path, monkeypatch):
+    storage = LocalStorage(tmp_path)
+    b = TrialBuilder(storage)
+    b.collections(["worker_0", "worker_1"])
+    write(b, 0)  # worker_1 never wrote step 0: the delay applies
+    b.end()
+    monkeypatch.setenv("SMDEBUG_TRAINING_END_DELAY_REFRESH", "0")
+    trial = create_trial(storage, timeout=0)
+    assert trial.loaded_all_steps and trial.options.training_end_delay == 0
+    monkeypatch.setenv("SMDEBUG_TRAINING_END_DELAY_REFRESH", "0.25")
+    assert create_trial(storage, timeout=0).options.training_end_delay == 0.25
+    explicit = TrialOptions(training_end_delay=0.5, clock=FakeClock())  # explicit options win
+    assert create_trial(storage, options=explicit, timeout=0).options.training_end_delay == 0.5

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sdk_ext.local.entry import zero_change_launcher
+from sdk_ext.local.frameworks import launcher
 from sdk_ext.trials import create_trial
 
 SCRIPT = Path(__file__).with_name("plain_train.py")
@@ -105,8 +105,8 @@ def test_a_bad_config_is_reported_and_training_goes_on(tmp_path: Path, env: dict
 
 
 def test_sdk_ext_run_picks_the_xgboost_launcher(tmp_path: Path) -> None:
-    assert zero_change_launcher(SCRIPT) == "sdk_ext.xgboost.run"
+    assert launcher(SCRIPT, True) == "sdk_ext.xgboost.run"
     both = tmp_path / "both.py"
     both.write_text("import torch\nfrom xgboost import XGBClassifier\n")
-    assert zero_change_launcher(both) == "sdk_ext.pytorch.run"
-    assert zero_change_launcher(Path(__file__).parents[1] / "pytorch" / "plain_train.py") == "sdk_ext.pytorch.run"
+    assert launcher(both, True) == "sdk_ext.pytorch.run"
+    assert launcher(Path(__file__).parents[1] / "pytorch" / "plain_train.py", True) == "sdk_ext.pytorch.run"

@@ -160,5 +160,8 @@ def test_layout_memo_falls_back_when_the_same_name_changes_shape_dtype_or_tag():
     for step, v in enumerate(values):
         data = record("w", v, step=step * 1000, mode_step=step)
         assert same(decoder.decode(data, 0, len(data), key="w"), v)
-    renamed = record("w2", values[0])
-    assert same(decoder.decode(renamed, 0, len(renamed), key="w"), values[0])
+    renamed = record("w2", values[0])  # an index entry of "w" pointing at another tensor's record
+    with pytest.raises(CorruptRecordError, match="the index says this record holds 'w' but it holds 'w2'"):
+        decoder.decode(renamed, 0, len(renamed), key="w")
+    assert same(decoder.decode(renamed, 0, len(renamed), key="w2"), values[0])
+    assert same(decoder.decode(renamed, 0, len(renamed)), values[0])  # no key: no tensor to check against

@@ -176,15 +176,23 @@ def test_a_corrupt_record_in_the_middle_raises_naming_file_and_offset(where: str
         create_trial(storage, timeout=0).tensor("b").value(20)  # the same error as step by step
 
 
-@pytest.mark.parametrize(
-    "options", [TrialOptions(file_cache_bytes=2000), TrialOptions(whole_file_bytes=100)], ids=["tiny-cache", "ranged"]
-)
-def test_when_files_cannot_be_cached_whole_values_are_read_step_by_step(options: TrialOptions) -> None:
+def test_when_files_cannot_be_read_whole_values_are_read_step_by_step() -> None:
     storage = InMemoryStorage()
     trial_of(storage, list(range(30)), {"w": lambda s: np.arange(10.0) + s, "v": lambda s: np.ones(3) * s})
-    fast, slow = create_trial(storage, options=options, timeout=0), one_at_a_time(storage)
+    fast, slow = create_trial(storage, options=TrialOptions(whole_file_bytes=100), timeout=0), one_at_a_time(storage)
     assert assert_values_match_step_by_step(fast, slow, "w", GLOBAL, None) == 30
     assert fast._reads.reader.batched == 0
+
+
+def test_a_trial_larger_than_the_file_cache_reads_just_the_records_of_the_tensor() -> None:
+    storage = InMemoryStorage()
+    trial_of(storage, list(range(30)), {"w": lambda s: np.arange(10.0) + s, "v": lambda s: np.ones(3) * s})
+    fast = create_trial(storage, options=TrialOptions(file_cache_bytes=2000), timeout=0)
+    slow = one_at_a_time(storage)
+    assert assert_values_match_step_by_step(fast, slow, "w", GLOBAL, None) == 30
+    assert assert_values_match_step_by_step(fast, slow, "v", GLOBAL, None) == 30
+    reader = fast._reads.reader
+    assert reader.batched == 2 * 29 and len(reader.cache) == 0  # ranges of records, no whole file kept
 
 
 def test_a_trial_with_a_value_cache_reads_step_by_step_and_keeps_the_values() -> None:

@@ -97,10 +97,10 @@ def test_without_a_config_the_script_runs_as_is(tmp_path: Path, env: dict[str, s
 
 def test_a_bad_config_is_reported_and_training_goes_on(tmp_path: Path, env: dict[str, str]) -> None:
     path = tmp_path / "debughookconfig.json"
-    path.write_text(json.dumps({"LocalPath": str(tmp_path / "t"), "HookParameters": {"save_intervall": "1"}}))
+    path.write_text(json.dumps({"LocalPath": str(tmp_path / "t"), "HookParameters": {"save_interval": "0"}}))
     env["SMDEBUG_CONFIG_FILE_PATH"] = str(path)
     proc = run(["-m", "sdk_ext.xgboost.run", str(SCRIPT), "train", "2"], env)
-    assert "not saving debugging data" in proc.stderr and "save_intervall" in proc.stderr
+    assert "not saving debugging data" in proc.stderr and "save_interval must be a positive integer" in proc.stderr
     assert not (tmp_path / "t").exists()
 
 

@@ -59,7 +59,12 @@ def test_run_module_gives_xgb_train_a_hook_from_the_config(tmp_path: Path, env: 
 
 def test_pth_line_patches_xgboost_when_the_script_imports_it(tmp_path: Path, env: dict[str, str]) -> None:
     env["SMDEBUG_CONFIG_FILE_PATH"] = str(config(tmp_path, ["feature_importance"], save_interval="1"))
-    code = (f"{PTH_LINE}\nimport sys\nassert 'xgboost' not in sys.modules, 'the .pth line imported xgboost'\n"
+    site_dir = tmp_path / "site-packages"
+    site_dir.mkdir()
+    (site_dir / "sdk_ext_xgboost_hook.pth").write_text(PTH_LINE + "\n")
+    # site.addsitedir runs the .pth file the way interpreter start-up runs those of site-packages
+    code = (f"import site, sys; site.addsitedir({str(site_dir)!r})\n"
+            "assert 'xgboost' not in sys.modules, 'the .pth line imported xgboost'\n"
             f"import runpy; sys.argv = [{str(SCRIPT)!r}, 'train', '3']; runpy.run_path(sys.argv[0], run_name='__main__')")
     run(["-c", code], env)
     trial = create_trial(str(tmp_path / "tensors"))

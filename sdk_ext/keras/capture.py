@@ -98,7 +98,8 @@ class GradientTap:
         self._stash: dict[int, tuple[Any, Any]] = {}  # id(variable) -> (variable, stash tf.Variable)
         self._flag: Any = None  # tf.Variable(bool), created on the first graph trace
         self._flag_value = False  # what _flag holds (assigned only on change)
-        self._graph_used = False
+        #: True once a compiled (tf.function) step went through the stash.
+        self.graph_used = False
         self._optimizers: list[Any] = []
 
     # --- wrapping --------------------------------------------------------------------------------
@@ -160,7 +161,7 @@ class GradientTap:
                     stash = tf.Variable(tf.zeros(tuple(v.shape), dtype=g.dtype), trainable=False,
                                         name="sdk_ext_gradient")
                     self._stash[id(v)] = (v, stash)
-        self._graph_used = True
+        self.graph_used = True
         stashes = [(self._stash[id(v)][1], g) for v, g in pairs]
 
         def copy() -> Any:
@@ -170,44 +171,82 @@ class GradientTap:
 
         tf.cond(self._flag.read_value(), copy, lambda: tf.constant(False))
 
+    def stashed(self) -> list[tuple[Any, Any]]:
+        """(variable, stash variable) pairs of compiled steps (what the stash holds now)."""
+        return list(self._stash.values())
+
     def taken(self) -> Iterator[tuple[Any, Any]]:
         """(variable, gradient) pairs of the armed step that just ran."""
         if not self.armed:
             return
         if self._eager:
             yield from self._eager
-        elif self._graph_used:
+        elif self.graph_used:
             yield from self._stash.values()
 
 
 class LayerRecorder:
-    """Keeps layers' inputs and outputs on armed eager steps."""
+    """Keeps layers' inputs and outputs, and their activations' inputs and outputs, on armed eager steps.
+
+    A layer with a non-linear ``activation`` (``Dense(8, activation="relu")``, ``Activation("tanh")``)
+    or an activation layer (``ReLU``, ``Softmax``...) also gets ``{layer}/{function}_input`` and
+    ``{layer}/{function}_output`` (``dense/relu_output``): the activation rules' default patterns
+    (``.*relu_output``, ``.*tanh_input``) and SageMaker's rule collection configs then find them.
+    """
 
     def __init__(self) -> None:
         self.armed = False
         self.values: dict[str, tuple[list[Any], list[Any]]] = {}
-        self._wrapped: list[Any] = []
+        self._wrapped: list[tuple[Any, str]] = []
 
     def arm(self, on: bool) -> None:
         self.armed = on
         self.values.clear()
+
+    def candidates(self, layer: Any) -> dict[str, list[str]]:
+        """``{record key: [tensor name bases]}`` the layer can produce."""
+        name = layer.name
+        found = {name: [f"{name}/inputs", f"{name}/outputs"]}
+        act = activation_name(layer)
+        if act is not None:
+            found[f"{name}/{act}"] = [f"{name}/{act}_input", f"{name}/{act}_output"]
+        return found
 
     def wrap_layer(self, layer: Any, name: str) -> None:
         call = getattr(layer, "call", None)
         if call is None or getattr(call, _WRAPPED, None) is not None:
             return
         recorder = self
+        act = activation_name(layer)
+        fn = getattr(layer, "activation", None)
+        fused = act is not None and callable(fn) and getattr(fn, _WRAPPED, None) is None
 
         @functools.wraps(call)
         def wrapped(*args: Any, **kwargs: Any) -> Any:
             outputs = call(*args, **kwargs)
             if recorder.armed and name not in recorder.values:
-                recorder._keep(name, args[:1] if args else list(kwargs.values())[:1], outputs)
+                inputs = args[:1] if args else list(kwargs.values())[:1]
+                recorder._keep(name, inputs, outputs)
+                if act is not None and not fused:  # an activation layer: its call is the activation
+                    recorder._keep(f"{name}/{act}", inputs, outputs)
             return outputs
 
         setattr(wrapped, _WRAPPED, call)
         object.__setattr__(layer, "call", wrapped)
-        self._wrapped.append(layer)
+        self._wrapped.append((layer, "call"))
+        if fused:
+            key = f"{name}/{act}"
+
+            @functools.wraps(fn)
+            def activation(x: Any, *args: Any, **kwargs: Any) -> Any:
+                y = fn(x, *args, **kwargs)
+                if recorder.armed and key not in recorder.values:
+                    recorder._keep(key, x, y)
+                return y
+
+            setattr(activation, _WRAPPED, fn)
+            object.__setattr__(layer, "activation", activation)
+            self._wrapped.append((layer, "activation"))
 
     def _keep(self, name: str, inputs: Any, outputs: Any) -> None:
         ins, outs = flatten(inputs), flatten(outputs)
@@ -216,10 +255,25 @@ class LayerRecorder:
         self.values[name] = ([detached(t) for t in ins], [detached(t) for t in outs])
 
     def unwrap(self) -> None:
-        for layer in self._wrapped:
-            if getattr(layer.__dict__.get("call"), _WRAPPED, None) is not None:
-                object.__delattr__(layer, "call")
+        for layer, attr in self._wrapped:
+            if getattr(layer.__dict__.get(attr), _WRAPPED, None) is not None:
+                object.__delattr__(layer, attr)
         self._wrapped.clear()
+
+
+_ACTIVATION_LAYERS = {"ReLU": "relu", "Softmax": "softmax", "ELU": "elu", "LeakyReLU": "leaky_relu", "PReLU": "prelu"}
+
+
+def activation_name(layer: Any) -> str | None:
+    """The non-linear activation a layer applies (``relu``, ``tanh``, ``sigmoid``...), or None."""
+    fn = getattr(layer, "activation", None)
+    if callable(fn):
+        fn = getattr(fn, _WRAPPED, fn)
+        name = getattr(fn, "__name__", None)
+        if isinstance(name, str) and name not in ("linear", "<lambda>"):
+            return name
+        return None
+    return _ACTIVATION_LAYERS.get(type(layer).__name__)
 
 
 def wrap_method(obj: Any, attr: str, make: Callable[[Callable[..., Any]], Callable[..., Any]]) -> bool:
@@ -239,6 +293,6 @@ def unwrap_method(obj: Any, attr: str) -> None:
 
 
 __all__ = [
-    "GradientTap", "LayerRecorder", "backend_name", "detached", "flatten", "is_symbolic", "to_numpy", "unwrap_method",
+    "GradientTap", "LayerRecorder", "activation_name", "backend_name", "detached", "flatten", "is_symbolic", "to_numpy", "unwrap_method",
     "wrap_method",
 ]

@@ -98,11 +98,14 @@ class KerasHook(keras.callbacks.Callback, BaseHook):  # type: ignore[misc]
         self._model_name: str | None = None
         self._weights: list[tuple[str, Any]] = []
         self._grad_names: dict[int, str] = {}
-        self._layer_names: list[str] = []
+        self._grads_saved: set[str] = set()  # gradients saved by save_gradients in this step
+        self._layer_bases: dict[str, list[str]] = {}  # record key -> [input base, output base]
         self._io_armed = False
         self._swapped: tuple[str, Any] | None = None
         self._eager_functions: dict[ModeKeys, Any] = {}
         self._training = False
+        #: Steps run eagerly in graph mode to capture layer tensors, by function (train/test/predict).
+        self.eager_steps: dict[str, int] = {}
         if self.backend == "jax":
             logger.warning(
                 "sdk_ext KerasHook on the JAX backend: losses, metrics, weights, biases and optimizer variables "
@@ -115,6 +118,11 @@ class KerasHook(keras.callbacks.Callback, BaseHook):  # type: ignore[misc]
     def set_model(self, model: Any) -> None:
         keras.callbacks.Callback.set_model(self, model)
         self._attach(model)
+
+    @guarded
+    def register_model(self, model: Any) -> None:
+        """Custom loops: name variables as ``fit`` would and capture ``model``'s layer tensors (smdebug's name)."""
+        self.set_model(model)
 
     @guarded
     def on_train_begin(self, logs: Any = None) -> None:
@@ -201,7 +209,8 @@ class KerasHook(keras.callbacks.Callback, BaseHook):  # type: ignore[misc]
             if g is not None:
                 name = self._grad_name(v)
                 plan = self.policy.plan(name)
-                if plan is not None:
+                if plan is not None and name not in self._grads_saved:
+                    self._grads_saved.add(name)
                     self._save(name, plan, g)
 
     @guarded
@@ -230,22 +239,18 @@ class KerasHook(keras.callbacks.Callback, BaseHook):  # type: ignore[misc]
             self._attached = model
             self._model_name = getattr(model, "name", None)
             self._eager_functions.clear()
-            self._layer_names = []
-            layers = [layer for layer in _iter_layers(model)]
+            self._layer_bases = {}
             if self.backend != "jax":
-                for layer in layers:
-                    if self._could_save_layer(layer.name):
+                for layer in _iter_layers(model):
+                    bases = self.layers.candidates(layer)
+                    if any(self.policy.could_save(n) for group in bases.values() for n in _variants(group)):
                         self.layers.wrap_layer(layer, layer.name)
-                        self._layer_names.append(layer.name)
+                        self._layer_bases.update(bases)
                 if any(self.policy.could_save(n) for n in _MODEL_IO):
                     capture.wrap_method(model, "compute_metrics", self._metrics_wrapper)
         optimizer = getattr(model, "optimizer", None)
         if optimizer is not None and self.backend != "jax":
             self.tap.wrap(optimizer)
-
-    def _could_save_layer(self, layer: str) -> bool:
-        return any(self.policy.could_save(n) for kind in ("inputs", "outputs") for n in (f"{layer}/{kind}",
-                                                                                              f"{layer}/{kind}_0"))
 
     def _refresh_weights(self) -> None:
         model = self._attached
@@ -313,8 +318,13 @@ class KerasHook(keras.callbacks.Callback, BaseHook):  # type: ignore[misc]
     def _is_train_step(self) -> bool:
         return self._steps.current.mode in (ModeKeys.TRAIN, ModeKeys.GLOBAL)
 
-    def _open_current_step(self, step: Step) -> None:
-        super()._open_current_step(step)
+    def _begin_step(self, global_step: int | None) -> None:
+        super()._begin_step(global_step)
+        self._grads_saved.clear()
+        self._arm(self._steps.current)
+
+    def _arm(self, step: Step) -> None:
+        """Arm the gradient tap and the layer recorder for a step that saves what they capture."""
         active = bool(self.policy.active)
         self._refresh_weights()
         grads = active and step.mode in (ModeKeys.TRAIN, ModeKeys.GLOBAL) and (
@@ -322,8 +332,7 @@ class KerasHook(keras.callbacks.Callback, BaseHook):  # type: ignore[misc]
         )
         self.tap.arm(grads)
         layers = active and any(
-            self.policy.plan(f"{layer}/{kind}") is not None or self.policy.plan(f"{layer}/{kind}_0") is not None
-            for layer in self._layer_names for kind in ("inputs", "outputs")
+            self.policy.plan(n) is not None for group in self._layer_bases.values() for n in _variants(group)
         )
         self.layers.arm(layers)
         self._io_armed = active and any(
@@ -343,15 +352,16 @@ class KerasHook(keras.callbacks.Callback, BaseHook):  # type: ignore[misc]
             for var, grad in self.tap.taken():
                 name = self._grad_name(var)
                 plan = self.policy.plan(name)
-                if plan is not None:
+                if plan is not None and name not in self._grads_saved:
                     self._save(name, plan, grad)
             self.tap.arm(False)
-        for layer, (ins, outs) in list(self.layers.values.items()):
-            if layer.startswith("<model>"):
-                self._save_many(layer[len("<model>"):], outs)
-            else:
-                self._save_many(f"{layer}/inputs", ins)
-                self._save_many(f"{layer}/outputs", outs)
+        for key, (ins, outs) in list(self.layers.values.items()):
+            if key.startswith("<model>"):
+                self._save_many(key[len("<model>"):], outs)
+            elif key in self._layer_bases:
+                in_base, out_base = self._layer_bases[key]
+                self._save_many(in_base, ins)
+                self._save_many(out_base, outs)
 
     def _forced_step(self, values: dict[str, Any]) -> None:
         """A step of its own that writes ``values`` (losses/metrics) whatever the save config says."""
@@ -402,6 +412,8 @@ class KerasHook(keras.callbacks.Callback, BaseHook):  # type: ignore[misc]
             self._eager_functions[mode] = eager
         self._swapped = (attr, compiled)
         setattr(model, attr, eager)
+        kind = attr.split("_")[0]
+        self.eager_steps[kind] = self.eager_steps.get(kind, 0) + 1
 
     def _restore_function(self) -> None:
         if self._swapped is not None and self._attached is not None:
@@ -459,6 +471,10 @@ class KerasHook(keras.callbacks.Callback, BaseHook):  # type: ignore[misc]
             self._restore_function()
         finally:
             super().close()
+
+
+def _variants(bases: list[str]) -> list[str]:
+    return [n for base in bases for n in (base, f"{base}_0")]
 
 
 def _iter_layers(model: Any) -> list[Any]:

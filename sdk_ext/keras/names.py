@@ -6,13 +6,17 @@ Names (as smdebug's KerasHook wrote them for TF 2.x):
 * gradients: ``gradients/{layer}/{variable}Grad`` (``gradients/dense/kernelGrad``)
 * layer tensors: ``{layer}/inputs`` and ``{layer}/outputs`` (``_{i}`` appended when a layer takes or
   returns several tensors)
+* activations: ``{layer}/{function}_input`` and ``{layer}/{function}_output`` for a layer with a
+  non-linear activation or an activation layer (``dense/relu_output``, ``re_lu/relu_output``), in
+  ``layers``; the activation rules' default patterns match them
 * model tensors: ``inputs`` (``inputs_{i}``), ``labels``, ``predictions``
 * losses and metrics: the keys Keras logs (``loss``, ``accuracy``, ``val_loss``...)
 * optimizer variables: ``{optimizer variable path}:0`` (``sgd/iteration:0``)
 
 ``{layer}/{variable}`` is a Keras 3 variable's ``path`` without the model's name in front
 (``sequential/dense/kernel`` -> ``dense/kernel``); a variable of a nested model keeps the inner
-model's name (``encoder/dense/kernel``).
+model's name (``encoder/dense/kernel``). Without a model (a custom loop that did not call
+``hook.register_model``), the first of three or more path parts is taken for the model's name.
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ KERAS_COLLECTIONS: dict[str, tuple[str, ...]] = {
     CollectionKeys.OPTIMIZER_VARIABLES: (),
     CollectionKeys.INPUTS: (r"^inputs(_\d+)?$",),
     CollectionKeys.OUTPUTS: (r"^(labels|predictions)(_\d+)?$",),
-    CollectionKeys.LAYERS: (r"^(?!gradients/).+/(inputs|outputs)(_\d+)?$",),
+    CollectionKeys.LAYERS: (r"^(?!gradients/).+/(inputs|outputs)(_\d+)?$", r"^(?!gradients/).+/\w+_(input|output)(_\d+)?$"),
 }
 
 LOSS_REGEX = re.compile(KERAS_COLLECTIONS[CollectionKeys.LOSSES][0])
@@ -49,9 +53,11 @@ def variable_key(variable: Any, model_name: str | None = None) -> str:
     path = getattr(variable, "path", None)
     if not isinstance(path, str) or not path:
         path = str(getattr(variable, "name", "variable")).split(":")[0]
-    if model_name and path.startswith(model_name + "/") and path.count("/") >= 2:
-        return path[len(model_name) + 1 :]
-    return path
+    if path.count("/") < 2:
+        return path
+    if model_name:
+        return path[len(model_name) + 1 :] if path.startswith(model_name + "/") else path
+    return path.split("/", 1)[1]  # no model known: a model variable's path starts with the model's name
 
 
 def weight_name(key: str) -> str:

@@ -95,6 +95,7 @@ def install(json_config_path: str | None = None) -> bool:
     if not _enabled() or not os.path.isfile(path):
         return False
     _state.update(installed=True, path=path)
+    _ensure_log_output()
     if "keras" in sys.modules:
         _patch_keras(sys.modules["keras"])
     else:
@@ -131,7 +132,7 @@ def _patch_keras(keras: Any) -> None:
                         bound = signature.bind(self, *args, **kwargs)
                         bound.arguments["callbacks"] = _with_hook(bound.arguments.get("callbacks"), hook)
                         args, kwargs = bound.args[1:], bound.kwargs
-                except Exception:  # noqa: BLE001 - never stop training for the hook
+                except Exception:
                     logger.exception("sdk_ext: the zero-change Keras hook failed; training goes on without it")
                 return original(self, *args, **kwargs)
 
@@ -140,6 +141,18 @@ def _patch_keras(keras: Any) -> None:
 
         setattr(model_cls, method, make(original, signature))
     _state["patched"] = True
+
+
+def _ensure_log_output() -> None:
+    """A script that configured no logging would never show the hook's messages (errors included):
+    send sdk_ext's records to stderr then, as smdebug did."""
+    package = logging.getLogger("sdk_ext")
+    if logging.getLogger().handlers or any(not isinstance(h, logging.NullHandler) for h in package.handlers):
+        return
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("[sdk_ext %(levelname)s %(asctime)s] %(message)s"))
+    package.addHandler(handler)
+    package.setLevel(logging.INFO)
 
 
 def uninstall() -> None:

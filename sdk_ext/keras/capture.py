@@ -234,7 +234,7 @@ class LayerRecorder:
         setattr(wrapped, _WRAPPED, call)
         object.__setattr__(layer, "call", wrapped)
         self._wrapped.append((layer, "call"))
-        if fused:
+        if fused and fn is not None:
             key = f"{name}/{act}"
 
             @functools.wraps(fn)

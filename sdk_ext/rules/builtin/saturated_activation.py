@@ -81,8 +81,8 @@ class SaturatedActivation(BuiltinRule):
             for name in self.select(step, collections=self.collection_names, regex=self.tensor_regex,
                                     all_if_empty=False)
         }
-        for kind, inp, _ in activations_at(self, self._finder, step, ["tanh", "sigmoid"]):
-            kinds[inp] = kind
+        for found, inp, _ in activations_at(self, self._finder, step, ["tanh", "sigmoid"]):
+            kinds[inp] = found
         for name, kind in sorted(kinds.items()):
             value = self.value(name, step)
             if kind is None or value is None or not is_numeric(value) or value.ndim == 0:

@@ -149,17 +149,22 @@ def rules_fit(out: Path, mode: str, case: str) -> dict[str, Any]:
 
     x, y = data(128)
     keras.utils.set_random_seed(5)
-    if case == "dead":  # a bias of -50 keeps every unit of the ReLU layer at zero
-        first = keras.layers.Dense(16, activation="relu", bias_initializer=keras.initializers.Constant(-50.0))
-        act = keras.layers.Dense(8, activation="tanh")
-    elif case == "saturated":  # huge weights push tanh/sigmoid inputs deep into the flat tails
-        first = keras.layers.Dense(16, activation="relu")
-        act = keras.layers.Dense(8, activation="tanh", kernel_initializer=keras.initializers.Constant(40.0))
-    else:
-        first = keras.layers.Dense(16, activation="relu")
-        act = keras.layers.Dense(8, activation="tanh")
-    model = keras.Sequential([keras.Input((6,)), first, keras.layers.ReLU(), act,
-                              keras.layers.Activation("sigmoid"), keras.layers.Dense(1)])
+    first: dict[str, Any] = {}
+    tanh: dict[str, Any] = {}
+    if case == "dead":  # a bias of -50 before the ReLU layer: it (and the ReLU after it) never activates
+        first = {"bias_initializer": keras.initializers.Constant(-50.0)}
+    elif case == "saturated":  # huge weights push the tanh inputs deep into the flat tails
+        tanh = {"kernel_initializer": keras.initializers.Constant(40.0),
+                "bias_initializer": keras.initializers.Constant(40.0)}
+    model = keras.Sequential([
+        keras.Input((6,)),
+        keras.layers.Dense(16, **first),                      # dense (linear)
+        keras.layers.ReLU(),                                   # re_lu
+        keras.layers.Dense(8, activation="relu"),              # dense_1
+        keras.layers.Dense(8, activation="tanh", **tanh),      # dense_2
+        keras.layers.Activation("sigmoid"),                    # activation
+        keras.layers.Dense(1),                                 # dense_3
+    ])
     compile_for(model, keras, mode)
     hook = KerasHook(str(out / "trial"), save_config=SaveConfig(save_interval=2),
                      include_collections=["layers", "gradients", "weights"])
@@ -169,6 +174,9 @@ def rules_fit(out: Path, mode: str, case: str) -> dict[str, Any]:
 
 
 def run_one(scenario: str, out: Path, params: dict[str, str]) -> dict[str, Any]:
+    import keras
+
+    keras.backend.clear_session()  # layer names start again at dense, dense_1...
     out.mkdir(parents=True, exist_ok=True)
     kind, _, mode = scenario.partition(":")
     if kind == "fit":
@@ -183,8 +191,6 @@ def run_one(scenario: str, out: Path, params: dict[str, str]) -> dict[str, Any]:
         result = rules_fit(out, mode, case)
     else:
         raise SystemExit(f"unknown scenario {scenario!r}")
-    import keras
-
     result["backend"] = keras.backend.backend()
     (out / "result.json").write_text(json.dumps(result))
     return result

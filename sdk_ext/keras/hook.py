@@ -325,17 +325,23 @@ class KerasHook(keras.callbacks.Callback, BaseHook):  # type: ignore[misc]
 
     def _arm(self, step: Step) -> None:
         """Arm the gradient tap and the layer recorder for a step that saves what they capture."""
-        active = bool(self.policy.active)
+        if not self.policy.active:  # most steps: disarm (assigns the TF flag only if it was set)
+            if self.tap.armed:
+                self.tap.arm(False)
+            if self.layers.armed:
+                self.layers.arm(False)
+            self._io_armed = False
+            return
         self._refresh_weights()
-        grads = active and step.mode in (ModeKeys.TRAIN, ModeKeys.GLOBAL) and (
+        grads = step.mode in (ModeKeys.TRAIN, ModeKeys.GLOBAL) and (
             not self._grad_names or any(self.policy.plan(n) is not None for n in self._grad_names.values())
         )
         self.tap.arm(grads)
-        layers = active and any(
+        layers = any(
             self.policy.plan(n) is not None for group in self._layer_bases.values() for n in _variants(group)
         )
         self.layers.arm(layers)
-        self._io_armed = active and any(
+        self._io_armed = any(
             self.policy.plan(n) is not None or self.policy.plan(f"{n}_0") is not None for n in _MODEL_IO
         )
 

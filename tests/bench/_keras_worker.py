@@ -57,8 +57,8 @@ def main() -> None:
             m.fit(x, y, batch_size=64, epochs=1, verbose=0, callbacks=cbs)
             per[name] = (time.perf_counter() - t0) / args.steps
             times[name].append(per[name])
-        for name in ratios:
-            ratios[name].append(per[name] / per["none"])
+        for name, values in ratios.items():
+            values.append(per[name] / per["none"])
     for _, cbs in configs.values():
         for cb in cbs:
             cb.close()

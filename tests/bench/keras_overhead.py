@@ -42,9 +42,9 @@ def section(results: list[dict[str, Any]], rounds: int, steps: int) -> str:
         "## Keras hook: step overhead in model.fit (issue 15)",
         "",
         f"Command: `python -m tests.bench.keras_overhead --rounds {rounds} --steps {steps} --write-md`  ",
-        f"Machine: {platform.machine()}, {os.cpu_count()} cores (shared); one thread per backend; MLP "
-        "784-128-64-10, batch 64, SGD; TensorFlow in graph mode (jit_compile=False). ms/step includes fit's "
-        "per-call setup (the same for every config).",
+        (f"Machine: {platform.machine()}, {os.cpu_count()} cores (shared); one thread per backend; MLP "
+         "784-128-64-10, batch 64, SGD; TensorFlow in graph mode (jit_compile=False). ms/step includes fit's "
+         "per-call setup (the same for every config)."),
         "",
         "| backend | config | ms/step | overhead vs no hook |",
         "|---|---|---|---|",

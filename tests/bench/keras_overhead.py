@@ -4,7 +4,7 @@
 
 Each backend runs in its own process (``_keras_worker.py``): four identical MLPs (784-128-64-10, batch 64,
 SGD; TensorFlow in graph mode) fitted one block of ``--steps`` steps per round, configs alternating: no
-hook, an identical model without hook (the noise floor), the default hook (losses and metrics every 500
+hook, an identical model without hook (the noise floor; the order rotates each round), the default hook (losses and metrics every 500
 steps) and weights+biases+gradients every step. ms/step = median block time / steps (fit's per-call setup
 included, the same for every config); overhead = median over rounds of the ratio to no hook in that round.
 """
@@ -55,6 +55,10 @@ def section(results: list[dict[str, Any]], rounds: int, steps: int) -> str:
             lines.append(f"| {r['backend']} | {config} | {r['ms'][config]:.3f} | {over} |")
     lines.append("")
     for r in results:
+        hook_share = r["hook_us"]["default"] / (r["ms"]["none"] * 1e3) * 100
+        lines.append(f"- {r['backend']}: time inside the hook's batch callbacks: {r['hook_us']['default']:.1f} us/step "
+                     f"at the default config ({hook_share:.2f}% of a step without hook; graph-side cost of a quiet step: "
+                     f"one untaken tf.cond), {r['hook_us']['save_all'] / 1e3:.2f} ms/step saving weights+biases+gradients.")
         lines.append(f"- {r['backend']}: default config {r['overhead']['default']:+.2f}% (goal < 1%; the identical "
                      f"hookless model measures {r['overhead']['control']:+.2f}%, the noise floor); weights+biases+"
                      f"gradients every step {r['overhead']['save_all']:+.1f}%.")

@@ -74,7 +74,7 @@ def custom_tf(out: Path, mode: str) -> dict[str, Any]:
     import keras
     import tensorflow as tf
 
-    from sdk_ext.keras import KerasHook, SaveConfig
+    from sdk_ext.tensorflow import KerasHook, SaveConfig  # smdebug's import path: smdebug.tensorflow
 
     x, y = data()
     model = mlp(keras)

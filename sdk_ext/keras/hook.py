@@ -390,6 +390,15 @@ class KerasHook(keras.callbacks.Callback, BaseHook):  # type: ignore[misc]
                 self.policy.names_changed = False
                 out.close_step(collections_changed=changed)
 
+    def _distributed_info(self) -> tuple[int, int]:
+        if self.backend == "torch":
+            import torch
+
+            dist = torch.distributed
+            if dist.is_available() and dist.is_initialized():
+                return dist.get_rank(), dist.get_world_size()
+        return 0, 1
+
     # --- eager steps in graph mode ---------------------------------------------------------------
 
     def _swap_to_eager(self) -> None:

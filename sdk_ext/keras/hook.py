@@ -117,6 +117,10 @@ class KerasHook(keras.callbacks.Callback, BaseHook):  # type: ignore[misc]
 
     def set_model(self, model: Any) -> None:
         keras.callbacks.Callback.set_model(self, model)
+        self._attach_guarded(model)
+
+    @guarded
+    def _attach_guarded(self, model: Any) -> None:
         self._attach(model)
 
     @guarded

@@ -27,6 +27,7 @@ each ``with tape:``.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from collections.abc import Iterable
@@ -393,6 +394,15 @@ class KerasHook(keras.callbacks.Callback, BaseHook):  # type: ignore[misc]
                 changed = changed or self.policy.names_changed
                 self.policy.names_changed = False
                 out.close_step(collections_changed=changed)
+
+    def _fail(self, where: str) -> None:
+        super()._fail(where)
+        with contextlib.suppress(Exception):  # a disabled hook captures nothing more, keeps nothing
+            self.tap.arm(False)
+        self.layers.arm(False)
+        self._io_armed = False
+        with contextlib.suppress(Exception):
+            self._restore_function()
 
     def _distributed_info(self) -> tuple[int, int]:
         if self.backend == "torch":

@@ -48,6 +48,7 @@ RUNS: dict[str, list[tuple[str, dict[str, str]]]] = {
         ("fit:graph", {}),
         ("fit:graph", {"grad_interval": "2"}),
         ("custom-torch", {}),
+        ("fit-broken:graph", {}),
         *_RULE_RUNS,
     ],
     "tensorflow": [
@@ -63,6 +64,7 @@ RUNS: dict[str, list[tuple[str, dict[str, str]]]] = {
         ("custom-tf:tape", {}),
         ("custom-tf:graph", {}),
         ("custom-tf:graph-jit", {}),
+        ("fit-broken:jit", {}),
         *_RULE_RUNS,
     ],
 }

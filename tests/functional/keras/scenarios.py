@@ -69,6 +69,28 @@ def fit(out: Path, mode: str, collections: list[str], interval: int = 1, grad_in
             "model_run_eagerly": model.run_eagerly, "eager_steps": hook.eager_steps}
 
 
+def fit_broken(out: Path, mode: str) -> dict[str, Any]:
+    """The hook's writing fails at the first saved tensor: fit must finish, and the hook says why it stopped."""
+    import keras
+
+    from sdk_ext.keras import KerasHook, SaveConfig
+
+    x, y = data()
+    model = mlp(keras)
+    compile_for(model, keras, mode)
+    hook = KerasHook(str(out / "trial"), save_config=SaveConfig(save_interval=1),
+                     include_collections=["weights", "gradients", "layers"])
+
+    def broken(*args: Any, **kwargs: Any) -> None:
+        raise OSError("disk full")
+
+    hook._write = broken  # type: ignore[method-assign]
+    history = model.fit(x, y, batch_size=16, epochs=2, verbose=0, validation_data=data(32, seed=1), callbacks=[hook])
+    model.predict(x[:16], batch_size=8, verbose=0, callbacks=[hook])
+    hook.close()
+    return {"failure": repr(hook.failure), "epochs": len(history.history["loss"]), "disabled": hook.disabled}
+
+
 def custom_tf(out: Path, mode: str) -> dict[str, Any]:
     """A TensorFlow custom loop: wrap_tape (eager) or wrap_optimizer inside tf.function (graph)."""
     import keras
@@ -182,6 +204,8 @@ def run_one(scenario: str, out: Path, params: dict[str, str]) -> dict[str, Any]:
     if kind == "fit":
         collections = params.get("collections", "weights,biases,gradients").split(",")
         result = fit(out, mode, collections, int(params.get("interval", "1")), params.get("grad_interval"))
+    elif kind == "fit-broken":
+        result = fit_broken(out, mode)
     elif kind == "custom-tf":
         result = custom_tf(out, mode)
     elif kind == "custom-torch":

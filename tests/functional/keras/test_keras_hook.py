@@ -163,3 +163,12 @@ def _worst_sgd_residual_global(trial, lr: float, offset: int) -> tuple[float, in
             worst = max(worst, float(np.abs(w1 - w0 + lr * gs).max()))
             checked += 1
     return worst, checked
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("label", ["torch", "tf-jit"])
+def test_a_failing_hook_never_stops_training(run_scenario, label) -> None:
+    backend = "torch" if label == "torch" else "tensorflow"
+    _, result = run_scenario(backend, "fit-broken:graph" if label == "torch" else "fit-broken:jit")
+    assert result["epochs"] == 2 and result["disabled"] is True
+    assert "disk full" in result["failure"]

@@ -44,17 +44,13 @@ from sdk_ext.hooks.reduction_config import ReductionConfig
 from sdk_ext.hooks.save_config import SaveConfig, SaveConfigMode
 from sdk_ext.hooks.steps import Step
 from sdk_ext.keras import capture, names
+from sdk_ext.keras.eager import EagerSteps
 from sdk_ext.modes import ModeKeys
 from sdk_ext.storage import Storage
 
 logger = logging.getLogger(__name__)
 
 _MODEL_IO = ("inputs", "labels", "predictions")
-_FUNCTIONS = {
-    ModeKeys.TRAIN: ("train_function", "make_train_function"),
-    ModeKeys.EVAL: ("test_function", "make_test_function"),
-    ModeKeys.PREDICT: ("predict_function", "make_predict_function"),
-}
 
 
 def _scalar_plan(collection: str) -> TensorPlan:
@@ -102,11 +98,10 @@ class KerasHook(keras.callbacks.Callback, BaseHook):  # type: ignore[misc]
         self._grads_saved: set[str] = set()  # gradients saved by save_gradients in this step
         self._layer_bases: dict[str, list[str]] = {}  # record key -> [input base, output base]
         self._io_armed = False
-        self._swapped: tuple[str, Any] | None = None
-        self._eager_functions: dict[ModeKeys, Any] = {}
+        self._eager = EagerSteps()
         self._training = False
         #: Steps run eagerly in graph mode to capture layer tensors, by function (train/test/predict).
-        self.eager_steps: dict[str, int] = {}
+        self.eager_steps = self._eager.counts
         if self.backend == "jax":
             logger.warning(
                 "sdk_ext KerasHook on the JAX backend: losses, metrics, weights, biases and optimizer variables "
@@ -243,7 +238,7 @@ class KerasHook(keras.callbacks.Callback, BaseHook):  # type: ignore[misc]
         if model is not self._attached:
             self._attached = model
             self._model_name = getattr(model, "name", None)
-            self._eager_functions.clear()
+            self._eager.forget()
             self._layer_bases = {}
             if self.backend != "jax":
                 for layer in _iter_layers(model):
@@ -293,14 +288,14 @@ class KerasHook(keras.callbacks.Callback, BaseHook):  # type: ignore[misc]
     def _finish_mode(self) -> None:
         if self._in_step:
             self._end_step()
-        self._restore_function()
+        self._eager.restore()
         if self._out is not None:
             self._out.flush()
 
     def _batch_begin(self) -> None:
         self._begin_step(None)
-        if self._io_armed or self.layers.armed:
-            self._swap_to_eager()
+        if (self._io_armed or self.layers.armed) and self.backend == "tensorflow":
+            self._eager.swap(self._attached, self._steps.current.mode)
 
     def _batch_end(self, logs: Any) -> None:
         if not self._in_step:
@@ -318,7 +313,7 @@ class KerasHook(keras.callbacks.Callback, BaseHook):  # type: ignore[misc]
             if self._is_train_step():
                 self._save_optimizer_variables()
         self._end_step()
-        self._restore_function()
+        self._eager.restore()
 
     def _is_train_step(self) -> bool:
         return self._steps.current.mode in (ModeKeys.TRAIN, ModeKeys.GLOBAL)
@@ -402,7 +397,7 @@ class KerasHook(keras.callbacks.Callback, BaseHook):  # type: ignore[misc]
         self.layers.arm(False)
         self._io_armed = False
         with contextlib.suppress(Exception):
-            self._restore_function()
+            self._eager.restore()
 
     def _distributed_info(self) -> tuple[int, int]:
         if self.backend == "torch":
@@ -412,43 +407,6 @@ class KerasHook(keras.callbacks.Callback, BaseHook):  # type: ignore[misc]
             if dist.is_available() and dist.is_initialized():
                 return dist.get_rank(), dist.get_world_size()
         return 0, 1
-
-    # --- eager steps in graph mode ---------------------------------------------------------------
-
-    def _swap_to_eager(self) -> None:
-        model = self._attached
-        mode = self._steps.current.mode
-        if model is None or self.backend != "tensorflow" or model.run_eagerly or mode not in _FUNCTIONS:
-            return
-        attr, make = _FUNCTIONS[mode]
-        compiled = getattr(model, attr, None)
-        if compiled is None:
-            return
-        eager = self._eager_functions.get(mode)
-        if eager is None:
-            jit = model.jit_compile
-            try:
-                model.jit_compile = False
-                model.run_eagerly = True
-                getattr(model, make)(force=True)
-                eager = getattr(model, attr)
-            finally:
-                model.run_eagerly = False
-                model.jit_compile = jit
-                setattr(model, attr, compiled)
-            if eager is None or eager is compiled:
-                return
-            self._eager_functions[mode] = eager
-        self._swapped = (attr, compiled)
-        setattr(model, attr, eager)
-        kind = attr.split("_")[0]
-        self.eager_steps[kind] = self.eager_steps.get(kind, 0) + 1
-
-    def _restore_function(self) -> None:
-        if self._swapped is not None and self._attached is not None:
-            attr, compiled = self._swapped
-            setattr(self._attached, attr, compiled)
-        self._swapped = None
 
     # --- values ----------------------------------------------------------------------------------
 
@@ -497,7 +455,7 @@ class KerasHook(keras.callbacks.Callback, BaseHook):  # type: ignore[misc]
 
     def close(self) -> None:
         try:
-            self._restore_function()
+            self._eager.restore()
         finally:
             super().close()
 

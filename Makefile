@@ -4,7 +4,8 @@ PYTHON ?= python3
 VENV ?= .venv
 SMDEBUG_VENV ?= .venv-smdebug
 PY := $(VENV)/bin/python
-EXTRAS ?= pytorch,xgboost,infra,sagemaker,test,dev
+# keras,tensorflow: the Keras hook's tests run on the torch and the TensorFlow backend, in this one venv
+EXTRAS ?= pytorch,xgboost,keras,tensorflow,infra,sagemaker,test,dev
 PIP_QUIET ?= -q
 
 .PHONY: all venv smdebug-venv smdebug-venv-torch cdk-cli test demo bench lint clean
@@ -42,7 +43,7 @@ node_modules/.stamp: package.json package-lock.json
 cdk-cli: node_modules/.stamp
 
 test: venv smdebug-venv cdk-cli
-	SDK_EXT_REQUIRE_CDK_CLI=1 JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 \
+	SDK_EXT_REQUIRE_CDK_CLI=1 JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 SDK_EXT_REQUIRE_KERAS=1 \
 	SDK_EXT_REQUIRE_SMDEBUG=1 SMDEBUG_PYTHON=$(CURDIR)/$(SMDEBUG_VENV)/bin/python $(PY) -m pytest
 
 # A PyTorch job that goes wrong on purpose, run as a local SageMaker job: a rule catches it, the auto-stop

@@ -22,10 +22,14 @@ from typing import Any
 logger = logging.getLogger(__name__)
 
 #: framework -> the module run as ``python -m`` to arm its zero-change hook
-LAUNCHERS: dict[str, str] = {"pytorch": "sdk_ext.pytorch.run", "xgboost": "sdk_ext.xgboost.run"}
+LAUNCHERS: dict[str, str] = {
+    "keras": "sdk_ext.keras.run", "pytorch": "sdk_ext.pytorch.run", "xgboost": "sdk_ext.xgboost.run",
+}
 #: framework -> top-level modules whose import means the script uses it
-#: (in order: a script that imports torch and xgboost runs through the PyTorch launcher)
+#: (in order: a Keras-on-torch script imports both and runs through the Keras launcher; a script that imports
+#: torch and xgboost runs through the PyTorch launcher)
 IMPORTS: dict[str, tuple[str, ...]] = {
+    "keras": ("keras", "tensorflow", "tf_keras"),
     "pytorch": ("torch", "torchvision", "lightning", "pytorch_lightning"),
     "xgboost": ("xgboost",),
 }

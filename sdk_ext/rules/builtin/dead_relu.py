@@ -3,8 +3,11 @@
 RULES.md §3.11. Each tensor matching ``tensor_regex`` is the output of one ReLU layer. A unit
 (axis 1; see :mod:`sdk_ext.rules.builtin.units` for the [R] reading) is dead when fewer than
 ``threshold_inactivity`` percent of its values are > 0; the rule fires when more than
-``threshold_layer`` percent of a layer's units are dead. PyTorch users set the regex to their
-module names, e.g. ``.*relu.*_output_0``.
+``threshold_layer`` percent of a layer's units are dead. Besides the tensors ``tensor_regex`` names
+(the default matches PyTorch's ``relu_output_0`` and the Keras hook's ``dense/relu_output``,
+``re_lu/relu_output``), the rule judges every module or layer saved with its input whose output
+is ``max(input, 0)``: an ``nn.ReLU`` inside an ``nn.Sequential`` (``body.1_output_0``), a Keras
+``ReLU``/``Activation("relu")`` layer (``re_lu/outputs``), see :mod:`sdk_ext.rules.builtin.activations`.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from sdk_ext.rules.builtin.activations import ActivationFinder, activations_at
 from sdk_ext.rules.builtin.base import BuiltinRule, fmt, is_numeric
 from sdk_ext.rules.builtin.units import inactive_unit_percent
 
@@ -40,9 +44,12 @@ class DeadRelu(BuiltinRule):
         self.threshold_layer = self.params.number("threshold_layer", threshold_layer, ge=0, le=100)
         self.params.require(bool(self.tensor_regex), f"parameter tensor_regex={tensor_regex!r}: must not be empty")
         self.params.done()
+        self._finder = ActivationFinder()
 
     def invoke_at_step(self, step: int) -> bool:
-        for name in self.select(step, regex=self.tensor_regex, all_if_empty=False):
+        names = set(self.select(step, regex=self.tensor_regex, all_if_empty=False))
+        names.update(out for _, _, out in activations_at(self, self._finder, step, ["relu"]))
+        for name in sorted(names):
             value = self.value(name, step)
             if value is None or not is_numeric(value) or value.ndim == 0:
                 continue

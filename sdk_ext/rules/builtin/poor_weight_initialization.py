@@ -4,7 +4,9 @@ RULES.md §3.13. Three checks, each at every global step below ``steps`` (later 
 the rule judges initialisation only). Readings chosen where RULES.md reconstructs [R]:
 
 1. Variance of the activation inputs across layers (tensors matching ``activation_inputs_regex``,
-   at least two of them at the step): fires when ``max(var) / min(var) > threshold``; a layer whose
+   whose default matches PyTorch's ``relu_input_0`` and the Keras hook's ``dense/relu_input``, and
+   the inputs of modules/layers identified as ReLUs by value, e.g. ``body.1_input_0`` of an
+   ``nn.Sequential``, see :mod:`sdk_ext.rules.builtin.activations`; at least two of them at the step): fires when ``max(var) / min(var) > threshold``; a layer whose
    input has variance 0 makes the ratio infinite (a dead layer is a bad initialisation).
 2. Spread of each gradient of the ``gradients`` collection: ``p95 - p5`` below
    ``distribution_range`` fires. Gradients with fewer than 2 elements (a scalar bias) have no spread
@@ -22,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from sdk_ext.rules.builtin.activations import ActivationFinder, activations_at
 from sdk_ext.rules.builtin.base import BuiltinRule, as_scalar, fmt, is_numeric
 from sdk_ext.rules.builtin.overtraining import Plateau
 
@@ -63,6 +66,7 @@ class PoorWeightInitialization(BuiltinRule):
         self.steps = p.integer("steps", steps, ge=1)
         p.done()
         self._loss: dict[str, Plateau] = {}
+        self._finder = ActivationFinder()
 
     def invoke_at_step(self, step: int) -> bool:
         if step >= self.steps:
@@ -71,7 +75,9 @@ class PoorWeightInitialization(BuiltinRule):
 
     def _variances(self, step: int) -> bool:
         variances: dict[str, float] = {}
-        for name in self.select(step, regex=self.activation_inputs_regex, all_if_empty=False):
+        names = set(self.select(step, regex=self.activation_inputs_regex, all_if_empty=False))
+        names.update(inp for _, inp, _ in activations_at(self, self._finder, step, ["relu"]))
+        for name in sorted(names):
             var = self.reduction(name, step, "variance")
             if var is not None and math.isfinite(var):
                 variances[name] = var

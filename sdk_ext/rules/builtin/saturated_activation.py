@@ -6,7 +6,11 @@ tensor name (containing "tanh" or "sigmoid", any case; a name with neither is sk
 limits are unknown); a value is active when ``min < x < max`` for that function; units as in
 :mod:`sdk_ext.rules.builtin.units`. A unit is saturated when less than ``threshold_inactivity``
 percent of its values are active; the rule fires when more than ``threshold_layer`` percent of a
-layer's units are saturated.
+layer's units are saturated. The default pattern matches PyTorch's ``tanh_input_0`` and the Keras
+hook's ``dense_1/tanh_input``; besides, every module or layer saved with its output whose output is
+``tanh`` or ``sigmoid`` of its input is judged on that input (an ``nn.Tanh`` inside an
+``nn.Sequential``: ``body.3_input_0``; a Keras ``Activation("sigmoid")``: ``activation/inputs``),
+see :mod:`sdk_ext.rules.builtin.activations`.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from sdk_ext.rules.builtin.activations import ActivationFinder, activations_at
 from sdk_ext.rules.builtin.base import BuiltinRule, fmt, is_numeric
 from sdk_ext.rules.builtin.units import inactive_unit_percent
 
@@ -68,11 +73,17 @@ class SaturatedActivation(BuiltinRule):
         self.threshold_layer = p.number("threshold_layer", threshold_layer, ge=0, le=100)
         p.done()
         self.require_selection(self.collection_names, self.tensor_regex)
+        self._finder = ActivationFinder()
 
     def invoke_at_step(self, step: int) -> bool:
-        for name in self.select(step, collections=self.collection_names, regex=self.tensor_regex,
-                                all_if_empty=False):
-            kind = activation_kind(name)
+        kinds: dict[str, str | None] = {
+            name: activation_kind(name)
+            for name in self.select(step, collections=self.collection_names, regex=self.tensor_regex,
+                                    all_if_empty=False)
+        }
+        for found, inp, _ in activations_at(self, self._finder, step, ["tanh", "sigmoid"]):
+            kinds[inp] = found
+        for name, kind in sorted(kinds.items()):
             value = self.value(name, step)
             if kind is None or value is None or not is_numeric(value) or value.ndim == 0:
                 continue

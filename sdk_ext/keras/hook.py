@@ -1,0 +1,486 @@
+"""The Keras 3 hook: a ``keras.callbacks.Callback`` that saves a ``model.fit/evaluate/predict`` run.
+
+    hook = sdk_ext.keras.KerasHook(out_dir, include_collections=["weights", "gradients"])
+    model.fit(x, y, validation_data=(xv, yv), callbacks=[hook])
+
+Steps: every training batch is a TRAIN step, every batch of validation or ``evaluate()`` an EVAL
+step, every ``predict()`` batch a PREDICT step. The logs Keras hands to ``on_epoch_end`` (epoch
+averages and ``val_*``) are written at a GLOBAL-mode step of their own after each epoch, always
+(smdebug forced them into the last step of whatever mode ran last).
+
+What is saved at a saved step (names in :mod:`sdk_ext.keras.names`): losses and metrics from the
+batch logs; weights and biases after the batch (after the update, so for plain SGD
+``w[s] = w[s-1] - lr * g[s]``); the gradients the optimizer applied (:mod:`sdk_ext.keras.capture`);
+optimizer variables; layer inputs/outputs and the model's inputs, labels and predictions.
+
+Backends: torch and TensorFlow (graph mode, ``run_eagerly=True``, ``jit_compile=True``). Layer
+and model tensors are only concrete in eager execution, so in graph/XLA mode a step that saves
+``layers``/``inputs``/``outputs`` runs eagerly (same maths, slower); other steps keep the compiled
+function. On JAX, ``fit`` never calls ``optimizer.apply`` and layers run traced: losses, metrics,
+weights, biases and optimizer variables are saved, gradients and layer tensors are not (said
+once at construction). ``steps_per_execution > 1`` makes one step of each execution.
+
+Custom loops: ``wrap_optimizer(opt)``, ``save_gradients(grads, variables)``, ``wrap_tape(tape)``
+(TensorFlow), ``save_tensor``/``save_scalar``, steps by ``hook.step()`` or, with ``wrap_tape``,
+each ``with tape:``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from collections.abc import Iterable
+from typing import Any
+
+import keras
+import numpy as np
+
+from sdk_ext.hooks.collections import CollectionKeys
+from sdk_ext.hooks.hook import Hook as BaseHook
+from sdk_ext.hooks.hook import guarded
+from sdk_ext.hooks.policy import TensorPlan
+from sdk_ext.hooks.reduction_config import ReductionConfig
+from sdk_ext.hooks.save_config import SaveConfig, SaveConfigMode
+from sdk_ext.hooks.steps import Step
+from sdk_ext.keras import capture, names
+from sdk_ext.keras.eager import EagerSteps
+from sdk_ext.modes import ModeKeys
+from sdk_ext.storage import Storage
+
+logger = logging.getLogger(__name__)
+
+_MODEL_IO = ("inputs", "labels", "predictions")
+
+
+def _scalar_plan(collection: str) -> TensorPlan:
+    return TensorPlan(True, False, (), False, True, (collection,))
+
+
+class KerasHook(keras.callbacks.Callback, BaseHook):  # type: ignore[misc]
+    """Saves tensors of a Keras 3 training job (smdebug's ``KerasHook``; same constructor).
+
+    Args: as :class:`sdk_ext.hooks.Hook` (``out_dir``, ``export_tensorboard``, ``tensorboard_dir``,
+    ``dry_run``, ``reduction_config``, ``save_config``, ``include_regex``, ``include_collections``,
+    ``save_all``, ``include_workers``), positional in smdebug's order.
+    """
+
+    builtin_collections = names.KERAS_COLLECTIONS
+    default_include_collections = (CollectionKeys.METRICS, CollectionKeys.LOSSES, CollectionKeys.SM_METRICS)
+
+    def __init__(
+        self,
+        out_dir: str | os.PathLike[str] | Storage,
+        export_tensorboard: bool = False,
+        tensorboard_dir: str | None = None,
+        dry_run: bool = False,
+        reduction_config: ReductionConfig | None = None,
+        save_config: SaveConfig | SaveConfigMode | dict[Any, Any] | int | None = None,
+        include_regex: Iterable[str] | str | None = None,
+        include_collections: Iterable[str] | str | None = None,
+        save_all: bool = False,
+        include_workers: str = "one",
+        **kwargs: Any,
+    ) -> None:
+        keras.callbacks.Callback.__init__(self)
+        BaseHook.__init__(
+            self, out_dir, export_tensorboard=export_tensorboard, tensorboard_dir=tensorboard_dir, dry_run=dry_run,
+            reduction_config=reduction_config, save_config=save_config, include_regex=include_regex,
+            include_collections=include_collections, save_all=save_all, include_workers=include_workers, **kwargs,
+        )
+        self.backend = capture.backend_name()
+        self.tap = capture.GradientTap()
+        self.layers = capture.LayerRecorder()
+        self._attached: Any = None
+        self._model_name: str | None = None
+        self._weights: list[tuple[str, Any]] = []
+        self._grad_names: dict[int, str] = {}
+        self._grads_saved: set[str] = set()  # gradients saved by save_gradients in this step
+        self._layer_bases: dict[str, list[str]] = {}  # record key -> [input base, output base]
+        self._io_armed = False
+        self._eager = EagerSteps()
+        self._training = False
+        #: Steps run eagerly in graph mode to capture layer tensors, by function (train/test/predict).
+        self.eager_steps = self._eager.counts
+        if self.backend == "jax":
+            logger.warning(
+                "sdk_ext KerasHook on the JAX backend: losses, metrics, weights, biases and optimizer variables "
+                "are saved; gradients and layer inputs/outputs are NOT (JAX's fit does not call optimizer.apply "
+                "and runs layers traced). Use the torch or tensorflow backend to capture them."
+            )
+
+    # --- Keras callback API ----------------------------------------------------------------------
+
+    def set_model(self, model: Any) -> None:
+        keras.callbacks.Callback.set_model(self, model)
+        self._attach_guarded(model)
+
+    @guarded
+    def _attach_guarded(self, model: Any) -> None:
+        self._attach(model)
+
+    @guarded
+    def register_model(self, model: Any) -> None:
+        """Custom loops: name variables as ``fit`` would and capture ``model``'s layer tensors (smdebug's name)."""
+        self.set_model(model)
+
+    @guarded
+    def on_train_begin(self, logs: Any = None) -> None:
+        self._training = True
+        self._begin_mode(ModeKeys.TRAIN)
+
+    @guarded
+    def on_train_end(self, logs: Any = None) -> None:
+        self._training = False
+        self._finish_mode()
+
+    @guarded
+    def on_test_begin(self, logs: Any = None) -> None:
+        self._begin_mode(ModeKeys.EVAL)
+
+    @guarded
+    def on_test_end(self, logs: Any = None) -> None:
+        self._finish_mode()
+        if self._training:
+            self._steps.mode = ModeKeys.TRAIN
+
+    @guarded
+    def on_predict_begin(self, logs: Any = None) -> None:
+        self._begin_mode(ModeKeys.PREDICT)
+
+    @guarded
+    def on_predict_end(self, logs: Any = None) -> None:
+        self._finish_mode()
+
+    @guarded
+    def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
+        self._batch_begin()
+
+    @guarded
+    def on_test_batch_begin(self, batch: int, logs: Any = None) -> None:
+        self._batch_begin()
+
+    @guarded
+    def on_predict_batch_begin(self, batch: int, logs: Any = None) -> None:
+        self._batch_begin()
+
+    @guarded
+    def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+        self._batch_end(logs)
+
+    @guarded
+    def on_test_batch_end(self, batch: int, logs: Any = None) -> None:
+        self._batch_end(logs)
+
+    @guarded
+    def on_predict_batch_end(self, batch: int, logs: Any = None) -> None:
+        if logs and self._in_step and self.policy.active and "outputs" in logs:
+            self._save_many("predictions", logs["outputs"])
+        self._batch_end(None)
+
+    @guarded
+    def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
+        if not logs:
+            return
+        if self._in_step:
+            self._end_step()
+        mode = self._steps.mode
+        self._steps.mode = ModeKeys.GLOBAL
+        try:
+            self._forced_step({k: v for k, v in logs.items() if not isinstance(v, (dict, list, tuple))})
+        finally:
+            self._steps.mode = mode
+
+    # --- custom loops ----------------------------------------------------------------------------
+
+    @guarded
+    def wrap_optimizer(self, optimizer: Any) -> Any:
+        """Save the gradients ``optimizer`` applies (``apply`` / ``apply_gradients``); returns it."""
+        return self.tap.wrap(optimizer)
+
+    @guarded
+    def save_gradients(self, grads: Iterable[Any], variables: Iterable[Any]) -> None:
+        """Save gradients of ``variables`` at the current step (eager tensors; in a ``tf.function``
+        use :meth:`wrap_optimizer` instead)."""
+        self._ensure_step()
+        if not self._is_train_step():
+            return
+        for g, v in zip(grads, variables):
+            if g is not None:
+                name = self._grad_name(v)
+                plan = self.policy.plan(name)
+                if plan is not None and name not in self._grads_saved:
+                    self._grads_saved.add(name)
+                    self._save(name, plan, g)
+
+    @guarded
+    def save_weights(self, variables: Iterable[Any]) -> None:
+        """Save the values of ``variables`` at the current step, named as weights/biases."""
+        self._ensure_step()
+        for v in variables:
+            name = names.weight_name(names.variable_key(v, self._model_name))
+            plan = self.policy.plan(name)
+            if plan is not None:
+                self._save(name, plan, v)
+
+    def wrap_tape(self, tape: Any) -> Any:
+        """TensorFlow: a ``tf.GradientTape`` whose ``with`` block is a step and whose ``gradient(loss,
+        variables)`` saves the gradients, the variables and the loss (``loss``) (smdebug's ``wrap_tape``)."""
+        from sdk_ext.keras.tape import wrap_tape
+
+        return wrap_tape(self, tape)
+
+    # --- attaching -------------------------------------------------------------------------------
+
+    def _attach(self, model: Any) -> None:
+        if model is None:
+            return
+        if model is not self._attached:
+            self._attached = model
+            self._model_name = getattr(model, "name", None)
+            self._eager.forget()
+            self._layer_bases = {}
+            if self.backend != "jax":
+                for layer in _iter_layers(model):
+                    bases = self.layers.candidates(layer)
+                    if any(self.policy.could_save(n) for group in bases.values() for n in _variants(group)):
+                        self.layers.wrap_layer(layer, layer.name)
+                        self._layer_bases.update(bases)
+                if any(self.policy.could_save(n) for n in _MODEL_IO):
+                    capture.wrap_method(model, "compute_metrics", self._metrics_wrapper)
+        optimizer = getattr(model, "optimizer", None)
+        if optimizer is not None and self.backend != "jax":
+            self.tap.wrap(optimizer)
+
+    def _refresh_weights(self) -> None:
+        model = self._attached
+        if model is None:
+            return
+        variables = list(model.weights)
+        if len(variables) != len(self._weights):
+            self._weights = [(names.weight_name(names.variable_key(v, self._model_name)), v) for v in variables]
+            self._grad_names = {id(v): names.gradient_name(names.variable_key(v, self._model_name)) for v in variables}
+
+    def _metrics_wrapper(self, original: Any) -> Any:
+        hook = self
+
+        def compute_metrics(x: Any, y: Any, y_pred: Any, *args: Any, **kwargs: Any) -> Any:
+            if hook._io_armed:
+                hook._keep_model_io(x, y, y_pred)
+            return original(x, y, y_pred, *args, **kwargs)
+
+        return compute_metrics
+
+    def _keep_model_io(self, x: Any, y: Any, y_pred: Any) -> None:
+        values = {"inputs": capture.flatten(x), "labels": capture.flatten(y), "predictions": capture.flatten(y_pred)}
+        for base, tensors in values.items():
+            if tensors and not any(capture.is_symbolic(t) for t in tensors):
+                self.layers.values.setdefault(f"<model>{base}", ([], [capture.detached(t) for t in tensors]))
+
+    # --- steps -----------------------------------------------------------------------------------
+
+    def _begin_mode(self, mode: ModeKeys) -> None:
+        if self._in_step:
+            self._end_step()
+        self._attach(self.model)
+        self._steps.mode = mode
+
+    def _finish_mode(self) -> None:
+        if self._in_step:
+            self._end_step()
+        self._eager.restore()
+        if self._out is not None:
+            self._out.flush()
+
+    def _batch_begin(self) -> None:
+        self._begin_step(None)
+        if (self._io_armed or self.layers.armed) and self.backend == "tensorflow":
+            self._eager.swap(self._attached, self._steps.current.mode)
+
+    def _batch_end(self, logs: Any) -> None:
+        if not self._in_step:
+            return
+        if self.policy.active:
+            if logs:
+                for key, value in logs.items():
+                    if not isinstance(value, (dict, list, tuple)):
+                        self._save_log(key, value)
+            self._refresh_weights()
+            for name, var in self._weights:
+                plan = self.policy.plan(name)
+                if plan is not None:
+                    self._save(name, plan, var)
+            if self._is_train_step():
+                self._save_optimizer_variables()
+        self._end_step()
+        self._eager.restore()
+
+    def _is_train_step(self) -> bool:
+        return self._steps.current.mode in (ModeKeys.TRAIN, ModeKeys.GLOBAL)
+
+    def _begin_step(self, global_step: int | None) -> None:
+        super()._begin_step(global_step)
+        self._grads_saved.clear()
+        self._arm(self._steps.current)
+
+    def _arm(self, step: Step) -> None:
+        """Arm the gradient tap and the layer recorder for a step that saves what they capture."""
+        if not self.policy.active:  # most steps: disarm (assigns the TF flag only if it was set)
+            if self.tap.armed:
+                self.tap.arm(False)
+            if self.layers.armed:
+                self.layers.arm(False)
+            self._io_armed = False
+            return
+        self._refresh_weights()
+        grads = step.mode in (ModeKeys.TRAIN, ModeKeys.GLOBAL) and (
+            not self._grad_names or any(self.policy.plan(n) is not None for n in self._grad_names.values())
+        )
+        self.tap.arm(grads)
+        layers = any(
+            self.policy.plan(n) is not None for group in self._layer_bases.values() for n in _variants(group)
+        )
+        self.layers.arm(layers)
+        self._io_armed = any(
+            self.policy.plan(n) is not None or self.policy.plan(f"{n}_0") is not None for n in _MODEL_IO
+        )
+
+    def _end_step(self) -> None:
+        if self._in_step and self.policy.active and not self._disabled:
+            try:
+                self._save_captured()
+            finally:
+                self.layers.values.clear()
+        super()._end_step()
+
+    def _save_captured(self) -> None:
+        if self.tap.armed:
+            for var, grad in self.tap.taken():
+                name = self._grad_name(var)
+                plan = self.policy.plan(name)
+                if plan is not None and name not in self._grads_saved:
+                    self._save(name, plan, grad)
+            self.tap.arm(False)
+        for key, (ins, outs) in list(self.layers.values.items()):
+            if key.startswith("<model>"):
+                self._save_many(key[len("<model>"):], outs)
+            elif key in self._layer_bases:
+                in_base, out_base = self._layer_bases[key]
+                self._save_many(in_base, ins)
+                self._save_many(out_base, outs)
+
+    def _forced_step(self, values: dict[str, Any]) -> None:
+        """A step of its own that writes ``values`` (losses/metrics) whatever the save config says."""
+        self._begin_step(None)
+        out = self._out
+        changed = False
+        try:
+            if out is not None:
+                if not out.step_open:
+                    cur = self._steps.current
+                    out.open_step(cur.global_step, cur.mode, cur.mode_step)
+                for key, value in values.items():
+                    coll = CollectionKeys.LOSSES if names.LOSS_REGEX.search(key) else CollectionKeys.METRICS
+                    changed = self.collection_manager.get(coll).record_saved(key) or changed
+                    out.write(key, _scalar_plan(coll), self._to_numpy(value), {})
+        finally:
+            self._in_step = False
+            if out is not None and out.step_open:
+                changed = changed or self.policy.names_changed
+                self.policy.names_changed = False
+                out.close_step(collections_changed=changed)
+
+    def _fail(self, where: str) -> None:
+        super()._fail(where)
+        with contextlib.suppress(Exception):  # a disabled hook captures nothing more, keeps nothing
+            self.tap.arm(False)
+        self.layers.arm(False)
+        self._io_armed = False
+        with contextlib.suppress(Exception):
+            self._eager.restore()
+
+    def _distributed_info(self) -> tuple[int, int]:
+        if self.backend == "torch":
+            import torch
+
+            dist = torch.distributed
+            if dist.is_available() and dist.is_initialized():
+                return dist.get_rank(), dist.get_world_size()
+        return 0, 1
+
+    # --- values ----------------------------------------------------------------------------------
+
+    def _grad_name(self, variable: Any) -> str:
+        name = self._grad_names.get(id(variable))
+        if name is None:
+            name = names.gradient_name(names.variable_key(variable, self._model_name))
+            self._grad_names[id(variable)] = name
+        return name
+
+    def _save_log(self, key: str, value: Any) -> None:
+        if key == "outputs":
+            return
+        coll = CollectionKeys.LOSSES if names.LOSS_REGEX.search(key) else CollectionKeys.METRICS
+        metrics = self.collection_manager.get(coll)
+        if not metrics.has_tensor_name(key) and not metrics.matches(key):
+            metrics.add_tensor_name(key)
+            self.policy.names_changed = True
+            self._refresh_step()
+        plan = self.policy.plan(key)
+        if plan is not None:
+            self._save(key, plan, value)
+
+    def _save_optimizer_variables(self) -> None:
+        optimizer = getattr(self._attached, "optimizer", None)
+        if optimizer is None:
+            return
+        coll = self.collection_manager.get(CollectionKeys.OPTIMIZER_VARIABLES)
+        for var in optimizer.variables:
+            name = names.optimizer_variable_name(var)
+            if not coll.has_tensor_name(name):
+                coll.add_tensor_name(name)
+            plan = self.policy.plan(name)
+            if plan is not None:
+                self._save(name, plan, var)
+
+    def _save_many(self, base: str, tensors: Any) -> None:
+        flat = capture.flatten(tensors)
+        for name, tensor in zip(names.tensor_names(base, len(flat)), flat):
+            plan = self.policy.plan(name)
+            if plan is not None:
+                self._save(name, plan, tensor)
+
+    def _to_numpy(self, value: Any) -> np.ndarray[Any, Any]:
+        return capture.to_numpy(value)
+
+    def close(self) -> None:
+        try:
+            self._eager.restore()
+        finally:
+            super().close()
+
+
+def _variants(bases: list[str]) -> list[str]:
+    return [n for base in bases for n in (base, f"{base}_0")]
+
+
+def _iter_layers(model: Any) -> list[Any]:
+    """The model's layers, nested models' layers included (depth first), each once."""
+    seen: set[int] = set()
+    found: list[Any] = []
+
+    def visit(layer: Any) -> None:
+        for sub in getattr(layer, "layers", None) or ():
+            if id(sub) in seen:
+                continue
+            seen.add(id(sub))
+            if getattr(sub, "layers", None):
+                visit(sub)
+            else:
+                found.append(sub)
+
+    visit(model)
+    return found
+
+
+__all__ = ["KerasHook"]

@@ -1,0 +1,175 @@
+"""Zero script change for Keras: ``model.fit/evaluate/predict`` get the hook from SageMaker's config.
+
+    python -m sdk_ext.keras.run train.py --epochs 3           # instead of: python train.py --epochs 3
+
+or keep ``python train.py`` with a ``.pth`` line in site-packages (run at interpreter start)::
+
+    import sdk_ext.keras.zero_change as z; z.install()
+
+``install()`` does nothing unless ``debughookconfig.json`` exists (``$SMDEBUG_CONFIG_FILE_PATH``,
+default ``/opt/ml/input/config/debughookconfig.json``) and ``USE_SMDEBUG`` is not ``0``/``false``.
+It does not import Keras (the script may still choose ``KERAS_BACKEND``): when the script imports
+``keras``, ``keras.Model.fit``, ``evaluate`` and ``predict`` are wrapped to add the process's
+:class:`~sdk_ext.keras.KerasHook` (created from the config at the first call) to ``callbacks``,
+unless the script passes a KerasHook itself. A bad config is logged and training runs without it.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.abc
+import importlib.machinery
+import inspect
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from sdk_ext.exceptions import ConfigError
+from sdk_ext.hooks import json_config, registry
+
+logger = logging.getLogger(__name__)
+
+_state: dict[str, Any] = {"failed": None, "installed": False, "path": None, "patched": False, "finder": None}
+_METHODS = ("fit", "evaluate", "predict")
+
+
+def _enabled() -> bool:
+    return os.environ.get("USE_SMDEBUG", "true").strip().lower() not in ("0", "false")
+
+
+def get_hook(json_config_path: str | None = None, create_if_not_exists: bool = False) -> Any:
+    """The process's KerasHook (smdebug's ``get_hook``): the existing one, or (``create_if_not_exists``)
+    a new one from the config. None without a config file, with ``USE_SMDEBUG`` off, or on a bad config."""
+    from sdk_ext.keras.hook import KerasHook
+
+    with registry.lock:
+        hook = registry.current()
+        if isinstance(hook, KerasHook) or not create_if_not_exists:
+            return hook if isinstance(hook, KerasHook) else None
+        path = json_config.config_path(json_config_path)
+        if not _enabled() or not os.path.isfile(path) or _state["failed"] == path:
+            return None
+        try:
+            return KerasHook.create_from_json_file(path)
+        except ConfigError as err:
+            logger.error("sdk_ext: not saving debugging data: %s", err)
+            _state["failed"] = path
+            return None
+
+
+class _KerasFinder(importlib.abc.MetaPathFinder):
+    """Patches keras.Model right after ``import keras`` finishes."""
+
+    def find_spec(self, fullname: str, path: Sequence[str] | None, target: Any = None) -> Any:
+        if fullname != "keras":
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        loader = spec.loader
+        original = loader.exec_module
+
+        def exec_module(module: Any) -> None:
+            original(module)
+            _remove_finder()
+            _patch_keras(module)
+
+        loader.exec_module = exec_module  # type: ignore[method-assign]
+        return spec
+
+
+def _remove_finder() -> None:
+    finder = _state["finder"]
+    if finder is not None and finder in sys.meta_path:
+        sys.meta_path.remove(finder)
+    _state["finder"] = None
+
+
+def install(json_config_path: str | None = None) -> bool:
+    """Arm the zero-change path; True if a config was found. Safe to call more than once."""
+    if _state["installed"]:
+        return True
+    path = json_config.config_path(json_config_path)
+    if not _enabled() or not os.path.isfile(path):
+        return False
+    _state.update(installed=True, path=path)
+    _ensure_log_output()
+    if "keras" in sys.modules:
+        _patch_keras(sys.modules["keras"])
+    else:
+        finder = _KerasFinder()
+        _state["finder"] = finder
+        sys.meta_path.insert(0, finder)
+    logger.info("sdk_ext: the Keras hook will be created from %s at the first fit/evaluate/predict", path)
+    return True
+
+
+def _with_hook(callbacks: Any, hook: Any) -> list[Any]:
+    from sdk_ext.keras.hook import KerasHook
+
+    found = list(callbacks or [])
+    if not any(isinstance(cb, KerasHook) for cb in found):
+        found.append(hook)
+    return found
+
+
+def _patch_keras(keras: Any) -> None:
+    if _state["patched"]:
+        return
+    model_cls = keras.Model
+    for method in _METHODS:
+        original = getattr(model_cls, method)
+        signature = inspect.signature(original)
+
+        def make(original: Any, signature: inspect.Signature) -> Any:
+            @functools.wraps(original)
+            def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+                try:
+                    hook = get_hook(_state["path"], create_if_not_exists=True)
+                    if hook is not None:
+                        bound = signature.bind(self, *args, **kwargs)
+                        bound.arguments["callbacks"] = _with_hook(bound.arguments.get("callbacks"), hook)
+                        args, kwargs = bound.args[1:], bound.kwargs
+                except Exception:
+                    logger.exception("sdk_ext: the zero-change Keras hook failed; training goes on without it")
+                return original(self, *args, **kwargs)
+
+            call._sdk_ext_original = original  # type: ignore[attr-defined]
+            return call
+
+        setattr(model_cls, method, make(original, signature))
+    _state["patched"] = True
+
+
+def _ensure_log_output() -> None:
+    """A script that configured no logging would never show the hook's messages (errors included):
+    send sdk_ext's records to stderr then, as smdebug did."""
+    package = logging.getLogger("sdk_ext")
+    if logging.getLogger().handlers or any(not isinstance(h, logging.NullHandler) for h in package.handlers):
+        return
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("[sdk_ext %(levelname)s %(asctime)s] %(message)s"))
+    package.addHandler(handler)
+    package.setLevel(logging.INFO)
+
+
+def uninstall() -> None:
+    """Undo :func:`install`: remove the import hook and the wrappers, close and forget the hook."""
+    _remove_finder()
+    keras = sys.modules.get("keras")
+    if keras is not None and _state["patched"]:
+        for method in _METHODS:
+            current = getattr(keras.Model, method)
+            original = getattr(current, "_sdk_ext_original", None)
+            if original is not None:
+                setattr(keras.Model, method, original)
+    hook = registry.current()
+    if hook is not None:
+        hook.close()
+    registry.forget()
+    _state.update(failed=None, installed=False, path=None, patched=False)
+
+
+__all__ = ["get_hook", "install", "uninstall"]

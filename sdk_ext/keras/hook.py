@@ -42,7 +42,7 @@ from sdk_ext.hooks.hook import guarded
 from sdk_ext.hooks.policy import TensorPlan
 from sdk_ext.hooks.reduction_config import ReductionConfig
 from sdk_ext.hooks.save_config import SaveConfig, SaveConfigMode
-from sdk_ext.hooks.steps import Step
+from sdk_ext.hooks.step_counter import Step
 from sdk_ext.keras import capture, names
 from sdk_ext.keras.eager import EagerSteps
 from sdk_ext.modes import ModeKeys

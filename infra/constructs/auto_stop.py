@@ -318,7 +318,8 @@ def _validate(
             "no scope: without job_name_prefix or opt_in_tag every training job in the account and region "
             "could be stopped; pass job_name_prefix (e.g. 'mnist-'; --context job_prefix=mnist-) and/or "
             "opt_in_tag (e.g. 'sdk-ext:auto-stop'; --context opt_in_tag=sdk-ext:auto-stop, then tag each "
-            "job that may be stopped with sdk-ext:auto-stop=true)"
+            "job that may be stopped with sdk-ext:auto-stop=true, e.g. with sdk_ext.debugger's "
+            "apply_debugger(..., auto_stop_opt_in_tag='sdk-ext:auto-stop'))"
         )
     if opt_in_tag and not _TAG_KEY.fullmatch(opt_in_tag):
         problems.append(

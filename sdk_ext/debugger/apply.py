@@ -12,6 +12,7 @@ and the Debugger objects, return a new request with the five Debugger keys set t
 - ``ProfilerConfig``: system monitoring on by default, off on request, in unsupported regions and on
   Trainium; ``Profiler()`` adds the detailed-profiler processing job.
 - ``TensorBoardOutputConfig``: as given.
+- ``Tags``: only with ``auto_stop_opt_in_tag``, which adds the auto-stop stack's opt-in tag.
 
 Keys already in the request that no argument configures are kept (a present ``DebugHookConfig`` is
 the hook rule collections merge into; present rule lists are kept and the new rules appended); an
@@ -69,6 +70,11 @@ _XGBOOST_ONLY_RULES = frozenset({"TreeDepth", "FeatureImportanceOverweight"})
 # First version whose framework profiling collects nothing (SageMaker SDK v2's thresholds).
 _FRAMEWORK_PROFILING_ENDS = {"pytorch": (2, 0), "tensorflow": (2, 12)}
 _IMAGE_TAG_VERSION = re.compile(r"^(\d+(?:\.\d+)*)-(?:cpu|gpu)-py\d*")
+AUTO_STOP_OPT_IN_VALUE = "true"  # the value the auto-stop function's opt-in tag must have (lambda/ checks it)
+# SageMaker's tag key pattern (letters, digits, spaces and _.:/=+-@; 1-128), without the reserved aws: prefix;
+# the same as the auto-stop deployment's opt_in_tag check (infra/, lambda/auto_stop_policy.py).
+_TAG_KEY = re.compile(r"(?!aws:)[\w .:/=+\-@]{1,128}")
+_MAX_TAGS = 50  # CreateTrainingJob's limit
 
 _AnyRule = TypeVar("_AnyRule", bound=RuleBase)
 
@@ -152,11 +158,12 @@ class _Decisions:
     collections: list[CollectionConfig]
     profiler_request: dict[str, Any]
     prepared_profiler_rules: list[ProfilerRule] = field(default_factory=list)
+    tags: list[dict[str, str]] | None = None  # the request's new Tags; None: leave them as they are
 
 
 def check_apply_arguments(problems: Problems, *, debugger_hook_config: Any, rules: Any, tensorboard_output_config: Any,
                      profiler_config: Any, disable_profiler: Any, region: Any, framework: Any,
-                     framework_version: Any) -> None:
+                     framework_version: Any, auto_stop_opt_in_tag: Any = None) -> None:
     if not isinstance(region, str) or not region:
         problems.add(f"region must be an AWS region name such as 'us-west-2', got {region!r}")
     if debugger_hook_config is not None and not isinstance(debugger_hook_config, (bool, DebuggerHookConfig)):
@@ -173,6 +180,11 @@ def check_apply_arguments(problems: Problems, *, debugger_hook_config: Any, rule
         problems.add(f"framework must be a name such as 'pytorch', got {framework!r}")
     if framework_version is not None and not isinstance(framework_version, str):
         problems.add(f"framework_version must be a version string such as '2.1.0', got {framework_version!r}")
+    if auto_stop_opt_in_tag is not None and (not isinstance(auto_stop_opt_in_tag, str)
+                                             or not _TAG_KEY.fullmatch(auto_stop_opt_in_tag)):
+        problems.add(f"auto_stop_opt_in_tag must be a tag key (1-128 letters, digits, spaces or _.:/=+-@, not "
+                     f"starting with aws:) such as 'sdk-ext:auto-stop', the auto-stop stack's opt_in_tag; got "
+                     f"{auto_stop_opt_in_tag!r}")
 
 
 def _split_rules(problems: Problems, rules: Sequence[Any]) -> tuple[list[Rule], list[ProfilerRule]]:
@@ -301,6 +313,33 @@ def _decide(plan: JobPlan, request: Mapping[str, Any], *, debugger_hook_config: 
     return _Decisions(hook, debugger_rules, prepared_debug, collections, profiler_request, prepared_profiler)
 
 
+def _plan_tags(plan: JobPlan, request: Mapping[str, Any], key: str | None) -> list[dict[str, str]] | None:
+    """The request's Tags with ``key``=true added (None when there is no key); conflicts are problems."""
+    if key is None:
+        return None
+    existing = request.get("Tags")
+    if existing is None:
+        existing = []
+    if not isinstance(existing, list) or not all(isinstance(t, Mapping) for t in existing):
+        plan.problems.add(f"request Tags must be a list of {{'Key': ..., 'Value': ...}} dicts to add the auto-stop "
+                          f"opt-in tag {key!r}, got {existing!r}")
+        return None
+    tags = [dict(t) for t in existing]
+    values = [t.get("Value") for t in tags if t.get("Key") == key]
+    if any(v != AUTO_STOP_OPT_IN_VALUE for v in values):
+        plan.problems.add(f"request Tags already has {key!r} with the value {values[0]!r}; auto_stop_opt_in_tag "
+                          f"sets it to {AUTO_STOP_OPT_IN_VALUE!r} (the job may be stopped by auto-stop): remove "
+                          "that tag from the request or drop auto_stop_opt_in_tag")
+        return None
+    if not values:
+        tags.append({"Key": key, "Value": AUTO_STOP_OPT_IN_VALUE})
+    if len(tags) > _MAX_TAGS:
+        plan.problems.add(f"adding the auto-stop opt-in tag {key!r} makes {len(tags)} tags; a training job has at "
+                          f"most {_MAX_TAGS}: remove one from the request's Tags")
+        return None
+    return tags
+
+
 def _framework_version(job: _Job, framework: str, given: str | None) -> tuple[int, ...] | None:
     """The framework version as numbers: ``given``, else read from a SageMaker framework image's tag."""
     text = given
@@ -356,6 +395,8 @@ def _upload_rule_sources(plan: JobPlan, uploader: RuleSourceUploader | None) -> 
 def _build_request(request: Mapping[str, Any], plan: JobPlan, decisions: _Decisions, *, framework: str,
                    rules_given: bool, tensorboard_output_config: TensorBoardOutputConfig | None) -> dict[str, Any]:
     new = copy.deepcopy(dict(request))
+    if decisions.tags is not None:
+        new["Tags"] = decisions.tags  # in place when present: the key order stays the request's
     hook = decisions.hook
     if framework == "tensorflow" and plan.job.parameter_server:
         logger.warning("job %s: TensorFlow parameter-server training runs without the Debugger hook and "
@@ -400,6 +441,7 @@ def apply_debugger(
     framework_version: str | None = None,
     uploader: RuleSourceUploader | None = None,
     now: Callable[[], datetime] | None = None,
+    auto_stop_opt_in_tag: str | None = None,
 ) -> dict[str, Any]:
     """Return a copy of a CreateTrainingJob ``request`` with SageMaker Debugger configured.
 
@@ -418,6 +460,10 @@ def apply_debugger(
             (PyTorch >= 2.0, TensorFlow >= 2.12); read from the training image's tag when not given.
         uploader: Uploads local rule sources; an S3RuleSourceUploader (boto3) by default.
         now: Clock for the detailed-profiler job's name.
+        auto_stop_opt_in_tag: Tag the job ``{"Key": auto_stop_opt_in_tag, "Value": "true"}`` so that an
+            auto-stop stack deployed with ``--context opt_in_tag=<the same key>`` may stop it (added to the
+            request's Tags; a tag already there with that key and value "true" is kept as it is, one with
+            another value is an error). None (the default): Tags are left as they are.
 
     Returns:
         A new request dict.
@@ -432,11 +478,13 @@ def apply_debugger(
     problems = Problems("apply_debugger")
     check_apply_arguments(problems, debugger_hook_config=debugger_hook_config, rules=rules, region=region,
                      tensorboard_output_config=tensorboard_output_config, profiler_config=profiler_config,
-                     disable_profiler=disable_profiler, framework=framework, framework_version=framework_version)
+                     disable_profiler=disable_profiler, framework=framework, framework_version=framework_version,
+                     auto_stop_opt_in_tag=auto_stop_opt_in_tag)
     problems.raise_if_any()
     plan = JobPlan(request, region, problems, now)
     decisions = _decide(plan, request, debugger_hook_config=debugger_hook_config, rules=rules,
                         profiler_config=profiler_config, disable_profiler=disable_profiler)
+    decisions.tags = _plan_tags(plan, request, auto_stop_opt_in_tag)
     problems.raise_if_any()
     fw = (framework or "").lower()
     _drop_hook_for_checkpoints(plan, decisions, fw)

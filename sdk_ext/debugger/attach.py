@@ -114,6 +114,7 @@ def attach(
     uploader: RuleSourceUploader | None = None,
     now: Callable[[], datetime] | None = None,
     job_name_filter: JobNameFilter = None,
+    auto_stop_opt_in_tag: str | None = None,
 ) -> Attachment:
     """Apply :func:`apply_debugger` with these arguments to every CreateTrainingJob ``target`` sends.
 
@@ -122,6 +123,8 @@ def attach(
         region: The jobs' region; by default the region of the client sending each request.
         job_name_filter: Only jobs whose name matches: a regular expression (matched against the
             whole name) or a function of the name. Others are sent unchanged.
+        auto_stop_opt_in_tag: Tag each configured job with this key and the value "true", the opt-in tag
+            of an auto-stop stack deployed with ``--context opt_in_tag=<key>``.
         **others: As for :func:`apply_debugger`.
 
     Returns:
@@ -134,7 +137,7 @@ def attach(
     check_apply_arguments(problems, debugger_hook_config=debugger_hook_config, rules=rules, region=region or "-",
                           tensorboard_output_config=tensorboard_output_config, profiler_config=profiler_config,
                           disable_profiler=disable_profiler, framework=framework,
-                          framework_version=framework_version)
+                          framework_version=framework_version, auto_stop_opt_in_tag=auto_stop_opt_in_tag)
     problems.raise_if_any()
     matches = _name_matcher(job_name_filter)
     emitters = _emitters(target)
@@ -150,7 +153,7 @@ def attach(
                                     tensorboard_output_config=tensorboard_output_config,
                                     profiler_config=profiler_config, disable_profiler=disable_profiler,
                                     region=job_region, framework=framework, framework_version=framework_version,
-                                    uploader=uploader, now=now)
+                                    uploader=uploader, now=now, auto_stop_opt_in_tag=auto_stop_opt_in_tag)
         # botocore builds the request from this very dict, so it is changed in place (the only place).
         params.clear()
         params.update(configured)

@@ -115,10 +115,11 @@ class _Prepared:
     """An object writer whose temporary file a background task is creating (a best effort: if that
     fails, the file is created when it is needed, and that attempt reports the error)."""
 
-    __slots__ = ("failed", "key", "ready", "writer")
+    __slots__ = ("failed", "key", "path", "ready", "writer")
 
-    def __init__(self, key: str, writer: ObjectWriter) -> None:
+    def __init__(self, key: str, writer: ObjectWriter, path: str) -> None:
         self.key, self.writer = key, writer
+        self.path = path  # the file's place on disk (LocalStorage.path(key))
         self.ready = threading.Event()
         self.failed = False
 
@@ -139,7 +140,7 @@ class _Prepared:
         self.writer.abort()
         if self.key.startswith("events/"):  # the step's own directory, made for this file alone
             with contextlib.suppress(OSError):
-                os.rmdir(os.path.dirname(self.writer._path))  # type: ignore[attr-defined]
+                os.rmdir(os.path.dirname(self.path))
 
 
 class _OpenStep:
@@ -187,7 +188,9 @@ class TrialWriter:
         self.clock = clock
         self.lag = lag
         self._committer = _Committer(max_pending=lag + 4) if background else None
-        self._prepare = background and spool is None and isinstance(storage, LocalStorage)
+        # files are created ahead only in a local trial root, written directly
+        self._local = storage if background and spool is None and isinstance(storage, LocalStorage) else None
+        self._prepare = self._local is not None
         self.dropped_steps = 0  #: steps the full spool refused
         self._next: tuple[_Prepared | None, _Prepared | None] | None = None  # (event, index) of the step expected next
         self._last_saved = -2
@@ -210,7 +213,7 @@ class TrialWriter:
         found: list[_Prepared | None] = []
         for key in keys:
             try:
-                found.append(_Prepared(key, self.storage.open_write(key)))
+                found.append(self._prepared_writer(key, self.storage.open_write(key)))
             except (OSError, StorageError):
                 found.append(None)  # created when needed instead, where the error is reported
         todo = [p for p in found if p is not None]
@@ -223,6 +226,17 @@ class TrialWriter:
 
             self._committer.submit(create)
         return found
+
+    def _prepared_writer(self, key: str, writer: ObjectWriter) -> _Prepared:
+        assert self._local is not None
+        return _Prepared(key, writer, self._local.path(key))
+
+    def _discard_writer(self, key: str, writer: ObjectWriter) -> None:
+        """Drop a step's unused event file (and, in a local root, the directory made for it)."""
+        if self._local is not None:
+            self._discard(self._prepared_writer(key, writer))
+        else:
+            writer.abort()
 
     def _discard(self, prepared: _Prepared | None) -> None:
         if prepared is not None and self._committer is not None:
@@ -299,7 +313,7 @@ class TrialWriter:
             return False
         if not st.tensors and not st.shapes:
             if st.writer is not None:
-                self._discard(_Prepared(st.event_file, st.writer)) if self._prepare else st.writer.abort()
+                self._discard_writer(st.event_file, st.writer)
             self._discard(st.index)
             return False
         data = encode_index(
@@ -307,7 +321,7 @@ class TrialWriter:
         )
         event_writer = st.writer if st.tensors else None
         if st.writer is not None and not st.tensors:
-            self._discard(_Prepared(st.event_file, st.writer))
+            self._discard_writer(st.event_file, st.writer)
         index = st.index
         if self.spool is not None:
             entry = self.spool.open_write(index_key(st.step, self.worker))

@@ -113,6 +113,14 @@ def _unpack(archive: Path, target: Path) -> Path:
     return target.resolve()
 
 
+def _signal_name(number: int) -> str | None:
+    """``SIGKILL`` for 9; None for a number that is no signal here."""
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return None
+
+
 def failure_reason(exit_code: int, command: Command, job_dir: layout.JobDir, output_tail: str) -> str:
     """SageMaker's FailureReason: ``output/failure`` if written, else the training toolkit's message."""
     try:
@@ -128,7 +136,7 @@ def failure_reason(exit_code: int, command: Command, job_dir: layout.JobDir, out
         where = next((m for ln in reversed(lines) if (m := _FILE_LINE.match(ln))), None)
         if where is not None:
             message += f" ({where.group(1)}, line {where.group(2)})"
-    code = f"{exit_code} (killed by {signal.Signals(-exit_code).name})" if exit_code < 0 and \
-        -exit_code in signal.Signals._value2member_map_ else str(exit_code)
+    killer = _signal_name(-exit_code) if exit_code < 0 else None
+    code = f"{exit_code} (killed by {killer})" if killer else str(exit_code)
     return (f"AlgorithmError: ExecuteUserScriptError:\nExitCode {code}\nErrorMessage \"{message}\"\n"
             f"Command \"{shlex.join(command.argv)}\", exit code: {exit_code}")

@@ -33,7 +33,6 @@ from pathlib import Path
 from typing import Any
 
 from sdk_ext.exceptions import ConfigError
-from sdk_ext.rules.actions import Actions
 from sdk_ext.rules.builtin import BuiltinRule
 from sdk_ext.rules.rule import Rule
 from sdk_ext.rules.time_limit import DEFAULT_INVOKE_TIMEOUT, TIMEOUT_PARAMETER, parse_timeout
@@ -180,10 +179,9 @@ def build_rule(
     if problems:
         raise ConfigError(problems, where=f"parameters of rule {cls.__name__}")
     rule = cls(*args, **kwargs)
-    if action_str and not getattr(rule, "_actions", None):
+    if action_str and not rule.has_actions:
         # a custom rule that does not pass action_str to Rule.__init__ still gets its actions
-        rule.action_str = action_str
-        rule._actions = Actions(action_str, rule.rule_name)
+        rule.set_actions(action_str)
     return rule
 
 

@@ -130,6 +130,16 @@ class Rule(ABC):
                 self.run_actions(str(condition))
             raise condition
 
+    @property
+    def has_actions(self) -> bool:
+        """Whether the rule has actions (StopTraining, SMS, Email) to run when it fires."""
+        return bool(self._actions)
+
+    def set_actions(self, action_str: str) -> None:
+        """Give the rule the actions of ``action_str`` (SageMaker's ``action_json``), as if passed to ``__init__``."""
+        self.action_str = action_str
+        self._actions = Actions(action_str, self.rule_name)
+
     def run_actions(self, message: str = "") -> None:
         """Run the rule's actions (StopTraining, SMS, Email); failures are logged, never raised."""
         if self._actions:

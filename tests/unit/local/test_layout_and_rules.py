@@ -116,6 +116,8 @@ def test_failure_reason_names_the_error_line(tmp_path: Path) -> None:
                       'at step 3"\nCommand "python train.py --lr 1", exit code: 1')
     killed = failure_reason(-9, command, layout.JobDir(tmp_path), "")
     assert "ExitCode -9 (killed by SIGKILL)" in killed
+    unknown = failure_reason(-200, command, layout.JobDir(tmp_path), "")  # no signal has that number
+    assert "ExitCode -200\n" in unknown and "killed by" not in unknown
 
 
 def test_rule_processing_job_names_and_status_files(tmp_path: Path) -> None:

@@ -67,7 +67,7 @@ def test_custom_rule_gets_required_optional_other_trials_and_actions():
     rule = build_rule(Custom, FakeTrial(), {"needed": "x", "threshold": "2", "extra": "ignored"},
                       other_trials=[other], action_str='{"name": "sms", "endpoint": "+1"}')
     assert rule.needed == "x" and rule.threshold == 2.0 and rule.other_trials == [other]
-    assert rule._actions.actions  # parsed from action_str
+    assert rule.has_actions  # parsed from action_str
 
 
 def test_custom_rule_missing_required_parameter():
@@ -84,7 +84,7 @@ def test_a_custom_rule_that_ignores_action_str_still_gets_its_actions():
             return False
 
     rule = build_rule(NoAction, FakeTrial(), {}, action_str='{"name": "email", "endpoint": "a@b.c"}')
-    assert rule._actions.actions
+    assert rule.has_actions
 
 
 SMDEBUG_RULE = textwrap.dedent('''

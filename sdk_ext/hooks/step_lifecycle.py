@@ -105,6 +105,13 @@ class HookSteps:
         self._begin_step(global_step)
 
     @guarded
+    def begin_implicit_step(self) -> None:
+        """Start the next step unless the script drives steps itself (begin_step/step()): what a framework
+        wrapper calls where its framework starts a step (e.g. a GradientTape entered in a custom loop)."""
+        if not self._explicit_steps:
+            self._begin_step(None)
+
+    @guarded
     def end_step(self) -> None:
         """Finish the open step: its files are complete once this returns (or soon after, see flush)."""
         self._end_step()

@@ -23,14 +23,14 @@ def wrap_tape(hook: KerasHook, tape: Any) -> Any:
     """Wrap ``tape`` (a ``tf.GradientTape``) in place; returns it."""
     push = getattr(tape, "_push_tape", None)
     gradient = tape.gradient
-    if push is None or getattr(gradient, "_sdk_ext_tape", False):
+    if push is None or getattr(gradient, "__sdk_ext_tape__", False):
         return tape
 
     @functools.wraps(push)
     def push_tape(*args: Any, **kwargs: Any) -> Any:
         result = push(*args, **kwargs)
-        if not hook._explicit_steps and not hook.disabled:
-            hook._begin_step(None)
+        if not hook.disabled:
+            hook.begin_implicit_step()
         return result
 
     @functools.wraps(gradient)
@@ -46,7 +46,7 @@ def wrap_tape(hook: KerasHook, tape: Any) -> Any:
                 hook.save_tensor("loss", target, collections_to_write=CollectionKeys.LOSSES)
         return grads
 
-    tape_gradient._sdk_ext_tape = True  # type: ignore[attr-defined]
+    tape_gradient.__sdk_ext_tape__ = True  # type: ignore[attr-defined]
     object.__setattr__(tape, "_push_tape", push_tape)
     object.__setattr__(tape, "gradient", tape_gradient)
     return tape

@@ -136,7 +136,7 @@ def _patch_keras(keras: Any) -> None:
                     logger.exception("sdk_ext: the zero-change Keras hook failed; training goes on without it")
                 return original(self, *args, **kwargs)
 
-            call._sdk_ext_original = original  # type: ignore[attr-defined]
+            call.__sdk_ext_original__ = original  # type: ignore[attr-defined]
             return call
 
         setattr(model_cls, method, make(original, signature))
@@ -162,7 +162,7 @@ def uninstall() -> None:
     if keras is not None and _state["patched"]:
         for method in _METHODS:
             current = getattr(keras.Model, method)
-            original = getattr(current, "_sdk_ext_original", None)
+            original = getattr(current, "__sdk_ext_original__", None)
             if original is not None:
                 setattr(keras.Model, method, original)
     hook = registry.current()

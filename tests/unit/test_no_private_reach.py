@@ -55,6 +55,10 @@ ALLOWED = {
                                                                         "(smdebug's own check uses it too)",
     ("sdk_ext/pytorch/hook.py", "getattr(module, '_orig_mod')"): "torch.compile's OptimizedModule exposes the "
                                                                  "module it wraps only under this name",
+    ("sdk_ext/keras/capture.py", "getattr(optimizer, '_trainable_variables')"): "Keras 3's optimizer keeps the "
+        "variables it was built for only under this name; read (with a default) when apply() is called without them",
+    ("sdk_ext/keras/tape.py", "getattr(tape, '_push_tape')"): "tf.GradientTape starts recording in this method "
+        "(entered by `with tape:`); wrapping it is how a custom loop's step begins, as smdebug's wrap_tape did",
 }
 
 # Temporary: in files owned by the reader branch, to be fixed by the integrator after merging it.

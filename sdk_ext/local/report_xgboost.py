@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import math
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
@@ -64,8 +63,9 @@ def metric_series(trial: Any, steps: Sequence[int], max_series: int) -> tuple[li
 
 def importance(trial: Any, max_bars: int = 20) -> Importance | None:
     """The feature importance to chart, or None if the trial has none."""
+    every = trial.tensor_names()  # one listing; tensor_names(regex=...) would warn for each absent prefix
     for prefix, label in _SOURCES:
-        names = trial.tensor_names(regex=["^" + re.escape(prefix)])
+        names = [n for n in every if n.startswith(prefix)]
         if not names:
             continue
         step = max(s for n in names for s in trial.tensor(n).steps())

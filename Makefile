@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 SMDEBUG_VENV ?= .venv-smdebug
 PY := $(VENV)/bin/python
-EXTRAS ?= pytorch,infra,sagemaker,test
+EXTRAS ?= pytorch,xgboost,infra,sagemaker,test,dev
 PIP_QUIET ?= -q
 
 .PHONY: all venv smdebug-venv smdebug-venv-torch cdk-cli test demo bench lint clean
@@ -53,8 +53,9 @@ demo: venv
 bench: venv smdebug-venv smdebug-venv-torch
 	SMDEBUG_PYTHON=$(CURDIR)/$(SMDEBUG_VENV)/bin/python $(PY) -m tests.bench
 
+# ruff (rule set in pyproject.toml) over everything tracked; mypy --strict over sdk_ext, lambda, infra, rules
 lint: venv
-	$(PY) -m ruff check sdk_ext lambda infra tests
+	$(PY) -m ruff check .
 	$(PY) -m mypy
 
 clean:

@@ -1,7 +1,10 @@
 """The CDK app (cdk.json: ``python3 -m infra.app``): one AutoStopStack, checked by cdk-nag AwsSolutions.
 
-Context values (``npx cdk synth --context key=value``, or "context" in cdk.json), all optional:
-    job_prefix          only training jobs whose name starts with this can be stopped (default: all)
+Context values (``npx cdk synth --context key=value``, or "context" in cdk.json); one of job_prefix and
+opt_in_tag is required (without either, every training job in the account could be stopped, and the app
+refuses to synthesize):
+    job_prefix          only training jobs whose name starts with this can be stopped
+    opt_in_tag          only training jobs tagged with this key and the value "true" can be stopped
     rule_names          comma-separated rule configuration names that may stop a job (default: any)
     dry_run             true: log and notify, never stop (default: false)
     notification_email  comma-separated addresses subscribed to an encrypted SNS topic (default: none)
@@ -11,8 +14,12 @@ Context values (``npx cdk synth --context key=value``, or "context" in cdk.json)
 
 from __future__ import annotations
 
+import json
 import os
+import sys
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
@@ -20,6 +27,17 @@ from cdk_nag import AwsSolutionsChecks
 from infra.stacks.auto_stop_stack import AutoStopStack
 
 _TRUE, _FALSE = {"true", "1", "yes"}, {"false", "0", "no", ""}
+CDK_JSON = Path(__file__).resolve().parents[1] / "cdk.json"
+
+
+def cdk_json_context() -> dict[str, Any]:
+    """cdk.json's "context": the feature flags ``cdk init`` writes for the pinned aws-cdk-lib, and settings.
+
+    The CDK CLI hands these to the app itself; an app built outside the CLI (the tests) passes them as
+    ``cdk.App(context=cdk_json_context())`` so that it synthesizes what ``cdk synth`` synthesizes.
+    """
+    context: dict[str, Any] = json.loads(CDK_JSON.read_text(encoding="utf-8"))["context"]
+    return context
 
 
 class ContextError(ValueError):
@@ -32,6 +50,7 @@ class AppSettings:
 
     stack_name: str = "DebuggerAutoStop"
     job_prefix: str = ""
+    opt_in_tag: str = ""
     rule_names: tuple[str, ...] = ()
     dry_run: bool = False
     notification_emails: tuple[str, ...] = ()
@@ -66,11 +85,18 @@ class AppSettings:
         settings = cls(
             stack_name=text("stack_name", "DebuggerAutoStop"),
             job_prefix=text("job_prefix"),
+            opt_in_tag=text("opt_in_tag"),
             rule_names=items("rule_names"),
             dry_run=flag("dry_run"),
             notification_emails=items("notification_email"),
             profiler_rules=flag("profiler_rules"),
         )
+        if not settings.job_prefix and not settings.opt_in_tag:
+            problems.append(
+                "no scope: pass --context job_prefix=PREFIX (only jobs whose name starts with it) and/or "
+                "--context opt_in_tag=sdk-ext:auto-stop (only jobs tagged sdk-ext:auto-stop=true); without "
+                "either, every training job in the account and region could be stopped"
+            )
         if problems:
             raise ContextError("invalid context: " + "; ".join(problems))
         return settings
@@ -85,6 +111,7 @@ def build(app: cdk.App) -> AutoStopStack:
         app,
         settings.stack_name,
         job_name_prefix=settings.job_prefix,
+        opt_in_tag=settings.opt_in_tag,
         rule_names=settings.rule_names,
         profiler_rules_can_stop=settings.profiler_rules,
         dry_run=settings.dry_run,
@@ -95,7 +122,11 @@ def build(app: cdk.App) -> AutoStopStack:
 
 def main() -> None:
     app = cdk.App()
-    build(app)
+    try:
+        build(app)
+    except (ContextError, ValueError) as err:  # say what to pass, without a traceback
+        print(f"infra.app: {err}", file=sys.stderr)
+        raise SystemExit(2) from None
     app.synth()
 
 

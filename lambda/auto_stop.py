@@ -6,11 +6,16 @@ only ``IssuesFound`` on ``InProgress`` jobs, and this function decides again on 
 a replayed event or a local loop that sends every state change is still safe.
 
 A job is stopped only when (1) its name starts with the configured prefix, (2) the event shows an allowed
-rule with ``IssuesFound``, (3) the event says the job is ``InProgress`` and (4) ``DescribeTrainingJob`` says
-it still is (events repeat and arrive late; our own stop causes more of them). Stopping a job that is
-already stopping or stopped is success. Throttling is retried with backoff, then raised so Lambda retries
-the event and finally parks it in the dead-letter queue. A malformed event raises ``BadEventError`` naming
-the field and stops nothing. Every invocation logs one JSON line: job, rules, action, reason.
+rule with ``IssuesFound``, (3) the event says the job is ``InProgress``, (4) ``DescribeTrainingJob`` says
+it still is (events repeat and arrive late; our own stop causes more of them) and (5) shows that same rule
+with ``IssuesFound`` (whoever may invoke the function can send any event; only SageMaker's own answer
+counts), and (6) with an opt-in tag configured, ``ListTags`` shows the job tagged ``<key>=true``. Stopping
+a job that is already stopping or stopped is success; a ``ValidationException`` means that only with
+SageMaker's exact messages for it. Throttling is retried with backoff, then raised so Lambda retries the
+event and finally parks it in the dead-letter queue. A malformed event raises ``BadEventError`` naming the
+field and stops nothing. Once the job is stopped, nothing fails the invocation: a failed notification is
+logged, never raised (a retry would not stop again, and would not notify either). Every invocation logs
+one JSON line: job, rules, action, reason.
 
 Entry points:
     ``handler(event, context)``: the Lambda entry. Configuration from the environment (AUTO_STOP_*, see
@@ -34,6 +39,7 @@ from typing import Any, Protocol, TypeVar
 import boto3
 from auto_stop_policy import (
     IN_PROGRESS,
+    OPT_IN_VALUE,
     AutoStopConfig,
     BadEventError,
     ConfigError,
@@ -41,7 +47,9 @@ from auto_stop_policy import (
     RuleKind,
     RuleStatus,
     TrainingJobChange,
+    confirm,
     decide,
+    opted_in,
 )
 from botocore.config import Config as BotocoreConfig
 from botocore.exceptions import ClientError
@@ -56,6 +64,7 @@ __all__ = [
     "RuleStatus",
     "SageMakerClient",
     "SnsClient",
+    "TaggedSageMakerClient",
     "TrainingJobChange",
     "decide",
     "handler",
@@ -68,10 +77,14 @@ _THROTTLING = frozenset(
     {"ThrottlingException", "Throttling", "TooManyRequestsException", "RequestLimitExceeded",
      "RequestThrottled", "RequestThrottledException", "ThrottledException", "SlowDown"}
 )  # fmt: skip
-# SageMaker's answer to stopping a job that is not running:
-# "The request was rejected because the training job is in status Stopped."
-_NOT_RUNNING = re.compile(r"\bstatus:?\s+(Stopping|Stopped|Completed|Failed|Deleting)\b")
-_NOT_FOUND = re.compile(r"not found|could not find|does not exist", re.IGNORECASE)
+# SageMaker's exact answers (ValidationException) to stopping a job that is not running, and to naming a
+# job that does not exist; any other ValidationException is a real error and is raised.
+_NOT_RUNNING = re.compile(
+    r"The request was rejected because the training job is in status "
+    r"(Stopping|Stopped|Completed|Failed|Deleting)\."
+)
+_NOT_FOUND = "Requested resource not found."
+_MAX_TAG_PAGES = 10  # a resource has at most 50 tags
 T = TypeVar("T")
 
 
@@ -80,6 +93,12 @@ class SageMakerClient(Protocol):
 
     def describe_training_job(self, *, TrainingJobName: str) -> Mapping[str, Any]: ...
     def stop_training_job(self, *, TrainingJobName: str) -> object: ...
+
+
+class TaggedSageMakerClient(SageMakerClient, Protocol):
+    """With an opt-in tag configured, the function also reads the job's tags."""
+
+    def list_tags(self, **kwargs: Any) -> Mapping[str, Any]: ...
 
 
 class SnsClient(Protocol):
@@ -92,7 +111,8 @@ class Action(str, enum.Enum):
     STOPPED = "stopped"  # StopTrainingJob succeeded
     DRY_RUN = "dry_run"  # would have stopped
     NOT_RUNNING = "not_running"  # already stopping, stopped, ended or gone: nothing to do
-    IGNORED = "ignored"  # the event does not call for a stop
+    IGNORED = "ignored"  # the event does not call for a stop (or the job has not opted in)
+    UNCONFIRMED = "unconfirmed"  # DescribeTrainingJob does not show the event's rule with IssuesFound
     REJECTED = "rejected"  # malformed event; BadEventError raised
     FAILED = "failed"  # a SageMaker call failed; ClientError raised so Lambda retries
 
@@ -109,10 +129,12 @@ def process_event(
 
     Args:
         event: the EventBridge event, as Lambda passes it.
-        sagemaker: ``describe_training_job(TrainingJobName=)`` returning at least ``TrainingJobStatus``,
-            and ``stop_training_job(TrainingJobName=)``. Errors are botocore ``ClientError``s as boto3
-            raises them: ValidationException "... is in status Stopped." (or Stopping, Completed,
-            Failed) means not running; ResourceNotFound or "... not found" means gone.
+        sagemaker: ``describe_training_job(TrainingJobName=)`` returning at least ``TrainingJobStatus``
+            and the rule statuses, ``stop_training_job(TrainingJobName=)``, and with ``config.opt_in_tag``
+            ``list_tags(ResourceArn=)``. Errors are botocore ``ClientError``s as boto3 raises them:
+            ValidationException "The request was rejected because the training job is in status
+            Stopped." (or Stopping, Completed, Failed, Deleting) means not running; ResourceNotFound or
+            ValidationException "Requested resource not found." means gone.
         sns: ``publish(TopicArn=, Subject=, Message=)``; used only when ``config.topic_arn`` is set.
         config: ``AutoStopConfig()`` when omitted (any rule, any job); the handler reads the environment.
         sleep: waits between throttled attempts.
@@ -155,6 +177,25 @@ def process_event(
     status = job.get("TrainingJobStatus")
     if status != IN_PROGRESS:
         return outcome(Action.NOT_RUNNING, f"{decision.reason}; DescribeTrainingJob says the job is {status}")
+    confirmed, unconfirmed = confirm(decision, job)
+    if not confirmed:
+        return outcome(
+            Action.UNCONFIRMED, f"the event says {decision.reason}; {unconfirmed}", level=logging.WARNING
+        )
+    decision = Decision(True, confirmed, f"{', '.join(r.name for r in confirmed)} reported IssuesFound")
+    if config.opt_in_tag is not None:
+        try:
+            tagged = _opted_in(job, config.opt_in_tag, sagemaker, call)
+        except ClientError as err:
+            if _is_not_found(err):
+                return outcome(Action.NOT_RUNNING, f"{decision.reason}; ListTags: {_message(err)}")
+            outcome(Action.FAILED, f"ListTags failed: {_code(err)}: {_message(err)}", level=logging.ERROR)
+            raise
+        if not tagged:
+            return outcome(
+                Action.IGNORED,
+                f"{decision.reason}; the job has not opted in (no tag {config.opt_in_tag}={OPT_IN_VALUE})",
+            )
     if config.dry_run:
         action, reason = Action.DRY_RUN, f"dry run, would stop: {decision.reason}"
     else:
@@ -171,6 +212,23 @@ def process_event(
             return outcome(Action.NOT_RUNNING, f"{decision.reason}; StopTrainingJob: {_message(err)}")
         action, reason = Action.STOPPED, f"stopped: {decision.reason}"
     return outcome(action, reason, notified=_notify(sns, change, decision, action, config, call))
+
+
+def _opted_in(job: Mapping[str, Any], key: str, sagemaker: SageMakerClient, call: Callable[..., Any]) -> bool:
+    """Whether ListTags shows the job tagged ``key=true`` (the IAM condition on StopTrainingJob agrees)."""
+    arn = job.get("TrainingJobArn")
+    list_tags = getattr(sagemaker, "list_tags", None)
+    if not isinstance(arn, str) or list_tags is None:
+        return False  # nothing to check the tag with: not opted in
+    token: str | None = None
+    for _ in range(_MAX_TAG_PAGES):
+        page = call(list_tags, ResourceArn=arn, **({"NextToken": token} if token else {}))
+        if opted_in(page.get("Tags"), key):
+            return True
+        token = page.get("NextToken")
+        if not token:
+            break
+    return False
 
 
 def _with_backoff(
@@ -230,9 +288,14 @@ def _notify(
             Subject=f"Debugger auto-stop {verb} {change.job_name}"[:100],
             Message=json.dumps(message, indent=2),
         )
-    except ClientError as err:
+    except Exception as err:  # ClientError, a connection error, anything: the stop has happened
         logger.error(
-            "could not notify %s that %s was %s: %s", config.topic_arn, change.job_name, action.value, err
+            "could not notify %s that %s was %s: %s: %s",
+            config.topic_arn,
+            change.job_name,
+            action.value,
+            type(err).__name__,
+            err,
         )
         return False
     return True
@@ -272,14 +335,12 @@ def _message(err: ClientError) -> str:
 
 
 def _is_not_running(err: ClientError) -> bool:
-    return _code(err) == "ValidationException" and _NOT_RUNNING.search(_message(err)) is not None
+    return _code(err) == "ValidationException" and _NOT_RUNNING.fullmatch(_message(err).strip()) is not None
 
 
 def _is_not_found(err: ClientError) -> bool:
     code = _code(err)
-    return code == "ResourceNotFound" or (
-        code == "ValidationException" and _NOT_FOUND.search(_message(err)) is not None
-    )
+    return code == "ResourceNotFound" or (code == "ValidationException" and _message(err).strip() == _NOT_FOUND)
 
 
 @functools.cache

@@ -5,6 +5,7 @@ No AWS calls here (see auto_stop.py for those). Shipped next to auto_stop.py in 
 Environment read by ``AutoStopConfig.from_env`` (all optional):
     AUTO_STOP_RULE_NAMES      comma-separated rule configuration names that may stop a job (default: any)
     AUTO_STOP_JOB_PREFIX      only jobs whose name starts with this (default: every job)
+    AUTO_STOP_OPT_IN_TAG      only jobs tagged with this key and the value "true" (default: no tag needed)
     AUTO_STOP_PROFILER_RULES  "true" lets profiler rules stop jobs too (default: false)
     AUTO_STOP_DRY_RUN         "true": decide, log and notify, but never call StopTrainingJob (default: false)
     AUTO_STOP_TOPIC_ARN       SNS topic told about every stop (or would-be stop in a dry run)
@@ -25,6 +26,9 @@ ISSUES_FOUND = "IssuesFound"
 IN_PROGRESS = "InProgress"
 JOB_NAME = re.compile(r"[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}")  # SageMaker's TrainingJobName pattern
 JOB_NAME_PREFIX = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9-]{0,62}")
+# SageMaker's tag key pattern (letters, digits, spaces and _.:/=+-@; 1-128), without the reserved aws: prefix
+TAG_KEY = re.compile(r"(?!aws:)[\w .:/=+\-@]{1,128}")
+OPT_IN_VALUE = "true"  # the value of the opt-in tag that lets the function stop a job
 _TRUE, _FALSE = frozenset({"1", "true", "yes", "on"}), frozenset({"", "0", "false", "no", "off"})
 
 
@@ -51,10 +55,15 @@ class RuleKind(str, enum.Enum):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AutoStopConfig:
-    """What may stop a job. Defaults: any Debugger rule, any job, no profiler rules, no dry run."""
+    """What may stop a job. Defaults: any Debugger rule, any job, no profiler rules, no dry run.
+
+    The deployment (infra/) always sets a job name prefix or an opt-in tag; the defaults suit
+    sdk_ext.local, whose jobs are all the user's own.
+    """
 
     rule_names: frozenset[str] | None = None  # None: every rule name
     job_name_prefix: str = ""
+    opt_in_tag: str | None = None  # a job must carry this tag with the value "true" (checked with ListTags)
     profiler_rules_can_stop: bool = False
     dry_run: bool = False
     topic_arn: str | None = None
@@ -84,6 +93,12 @@ class AutoStopConfig:
             problems.append(
                 f"AUTO_STOP_JOB_PREFIX={prefix!r}: a job name prefix is 1-63 of [a-zA-Z0-9-], starting alphanumeric"
             )
+        opt_in = env.get("AUTO_STOP_OPT_IN_TAG", "").strip() or None
+        if opt_in is not None and not TAG_KEY.fullmatch(opt_in):
+            problems.append(
+                f"AUTO_STOP_OPT_IN_TAG={opt_in!r}: a tag key is 1-128 letters, digits, spaces or _.:/=+-@, "
+                "not starting with aws:"
+            )
         topic = env.get("AUTO_STOP_TOPIC_ARN", "").strip() or None
         if topic is not None and not topic.startswith("arn:"):
             problems.append(f"AUTO_STOP_TOPIC_ARN={topic!r}: expected an SNS topic ARN (arn:aws:sns:...)")
@@ -93,6 +108,7 @@ class AutoStopConfig:
         return cls(
             rule_names=names or None,
             job_name_prefix=prefix,
+            opt_in_tag=opt_in,
             profiler_rules_can_stop=profiler,
             dry_run=dry_run,
             topic_arn=topic,
@@ -204,6 +220,51 @@ def decide(change: TrainingJobChange, config: AutoStopConfig) -> Decision:
             False, allowed, f"{names} reported IssuesFound; the event says the job is {change.job_status}"
         )
     return Decision(True, allowed, f"{names} reported IssuesFound")
+
+
+def confirm(decision: Decision, job: Mapping[str, Any]) -> tuple[tuple[RuleStatus, ...], str]:
+    """Which of the decision's rules ``DescribeTrainingJob`` (``job``) also shows with IssuesFound. Pure.
+
+    The event only says what was true when it was sent, and anyone allowed to invoke the function can
+    send one: a job is stopped only for a rule that SageMaker itself reports, now, as IssuesFound in the
+    same status list (Debugger or profiler). Returns the confirmed rules (their describe entries) and, when
+    none is confirmed, why not.
+    """
+    described = {(r.kind, r.name): r for r in rules_of(job)}
+    confirmed, missing = [], []
+    for rule in decision.rules:
+        now = described.get((rule.kind, rule.name))
+        if now is not None and now.status == ISSUES_FOUND:
+            confirmed.append(now)
+        else:
+            missing.append(f"{rule.name} ({'not listed' if now is None else now.status})")
+    if confirmed:
+        return tuple(confirmed), ""
+    return (), f"DescribeTrainingJob does not confirm IssuesFound: {', '.join(missing)}"
+
+
+def rules_of(job: Mapping[str, Any]) -> tuple[RuleStatus, ...]:
+    """The rule statuses of a DescribeTrainingJob response; entries without a name or status are skipped."""
+    rules = []
+    for kind in RuleKind:
+        entries = job.get(kind.value)
+        if not isinstance(entries, list):
+            continue
+        for entry in entries:
+            if not isinstance(entry, Mapping):
+                continue
+            name, status = entry.get("RuleConfigurationName"), entry.get("RuleEvaluationStatus")
+            if isinstance(name, str) and isinstance(status, str):
+                details = entry.get("StatusDetails")
+                rules.append(RuleStatus(name, status, kind, details.strip() if isinstance(details, str) else ""))
+    return tuple(rules)
+
+
+def opted_in(tags: object, key: str) -> bool:
+    """Whether a ListTags ``Tags`` list holds ``key`` with the value "true" (exactly, as the IAM condition)."""
+    return isinstance(tags, list) and any(
+        isinstance(t, Mapping) and t.get("Key") == key and t.get("Value") == OPT_IN_VALUE for t in tags
+    )
 
 
 def _may_stop(rule: RuleStatus, config: AutoStopConfig) -> bool:

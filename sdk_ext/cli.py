@@ -6,14 +6,17 @@
     sdk-ext rules PATH --rule NAME              # run rules over a saved trial
     sdk-ext report PATH [-o report.html]        # a self-contained HTML report
 
+A script that imports torch gets the hook without code changes (``--no-zero-change`` opts out).
 Progress is shown on a terminal only; piped or in CI, the output is just the result. Exit codes:
-0 success, 1 the job failed, 2 bad usage or input, 3 (``rules``) a rule found issues.
+0 success, 1 the job failed or saved nothing for its rules, 2 bad usage or input (nothing started),
+3 (``rules``) a rule found issues, 130 interrupted (the summary and report are still written).
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Sequence
 
@@ -42,13 +45,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     if "--" in argv:  # `sdk-ext run [options] SCRIPT -- ARGS...`: everything after -- is the script's
         cut = argv.index("--")
         argv, script_args = argv[:cut], argv[cut + 1:]
-    args = parser().parse_args(argv)
+    p = parser()
+    args, unknown = p.parse_known_args(argv)
+    if unknown:
+        hint = ""
+        if getattr(args, "command", None) == "run" and getattr(args, "script", None) is not None:
+            hint = (f"; arguments for the script go after --: sdk-ext run [options] {args.script} -- "
+                    f"{' '.join(unknown)}")
+        sys.stderr.write(f"sdk-ext {args.command}: error: unrecognized arguments: {' '.join(unknown)}{hint} "
+                         f"(sdk-ext {args.command} -h lists the options)\n")
+        return 2
     args.script_args = script_args
     logging.basicConfig(level=getattr(logging, str(args.log_level).upper(), logging.WARNING),
                         format="%(levelname)s %(name)s: %(message)s")
     console = Console(quiet=getattr(args, "quiet", False))
     try:
         code: int = args.handler(args, console)
+    except BrokenPipeError:  # `sdk-ext trial ... | head`: the reader has what it wanted
+        _silence_stdout()
+        return 0
     except (SdkExtError, ValueError, OSError) as err:
         console.done()
         sys.stderr.write(f"sdk-ext: {err}\n")
@@ -58,6 +73,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write("sdk-ext: interrupted\n")
         return 130
     return code
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so that the interpreter's final flush does not fail on the closed pipe."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ class AutoStopStack(Stack):
         construct_id: str,
         *,
         job_name_prefix: str = "",
+        opt_in_tag: str = "",
         rule_names: Sequence[str] = (),
         profiler_rules_can_stop: bool = False,
         dry_run: bool = False,
@@ -38,6 +39,7 @@ class AutoStopStack(Stack):
             self,
             "AutoStop",
             job_name_prefix=job_name_prefix,
+            opt_in_tag=opt_in_tag,
             rule_names=rule_names,
             profiler_rules_can_stop=profiler_rules_can_stop,
             dry_run=dry_run,
@@ -48,5 +50,6 @@ class AutoStopStack(Stack):
         CfnOutput(self, "RuleName", value=self.auto_stop.rule.rule_name)
         CfnOutput(self, "DeadLetterQueueUrl", value=self.auto_stop.dead_letter_queue.queue_url)
         CfnOutput(self, "LogGroupName", value=self.auto_stop.log_group.log_group_name)
-        if self.auto_stop.topic is not None:
-            CfnOutput(self, "TopicArn", value=self.auto_stop.topic.topic_arn)
+        CfnOutput(self, "TopicArn", value=self.auto_stop.topic.topic_arn)
+        CfnOutput(self, "ErrorsAlarmName", value=self.auto_stop.errors_alarm.alarm_name)
+        CfnOutput(self, "DeadLetterAlarmName", value=self.auto_stop.dead_letter_alarm.alarm_name)

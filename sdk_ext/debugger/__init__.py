@@ -10,6 +10,15 @@ This package only builds requests; it imports nothing of the training-container 
 
 import smdebug_rulesconfig as rule_configs
 
+from sdk_ext.debugger import (  # v2's submodule paths: sagemaker.debugger.<module> ports by prefix
+    debugger,
+    framework_profile,
+    metrics_config,
+    profiler,
+    profiler_config,
+    profiler_constants,
+    utils,
+)
 from sdk_ext.debugger.apply import DEBUGGER_KEYS, apply_debugger
 from sdk_ext.debugger.artifacts import (
     RuleWaitTimeout,
@@ -21,6 +30,7 @@ from sdk_ext.debugger.artifacts import (
 )
 from sdk_ext.debugger.attach import Attachment, attach
 from sdk_ext.debugger.collection import CollectionConfig
+from sdk_ext.debugger.debugger import DEBUGGER_FLAG, framework_name
 from sdk_ext.debugger.errors import DebuggerConfigError
 from sdk_ext.debugger.framework_profile import (
     DataloaderProfilingConfig,
@@ -50,6 +60,7 @@ from sdk_ext.debugger.update import (
 )
 
 __all__ = [
+    "DEBUGGER_FLAG",
     "DEBUGGER_KEYS",
     "DEFAULT_RULE_EVALUATOR_IMAGE",
     "Attachment",
@@ -75,15 +86,23 @@ __all__ = [
     "apply_debugger",
     "attach",
     "cProfileTimer",
+    "debugger",
     "debugger_artifacts_path",
     "disable_profiling_request",
     "enable_default_profiling_request",
+    "framework_name",
+    "framework_profile",
     "get_default_profiler_processing_job",
     "get_rule_container_image_uri",
+    "metrics_config",
+    "profiler",
     "profiler_artifacts_path",
+    "profiler_config",
+    "profiler_constants",
     "rule_configs",
     "rule_statuses",
     "tensorboard_artifacts_path",
     "update_profiler_request",
+    "utils",
     "wait_for_rules",
 ]

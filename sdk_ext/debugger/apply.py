@@ -18,6 +18,11 @@ the hook rule collections merge into; present rule lists are kept and the new ru
 argument that configures a key replaces it. Every problem is collected and raised as one
 DebuggerConfigError before any upload. Deliberately unlike the SDK: nothing passed in is modified,
 collections keep first-seen order, and a checkpointed single-instance framework job keeps its hook.
+
+:func:`apply_debugger` runs these steps in order: check the arguments; read the job's facts
+(:class:`JobPlan`); decide the hook, the rules and the profiler (:func:`_decide`, which only collects
+problems); report every problem at once; warn about what SageMaker would ignore
+(:func:`_warn_about`); upload local rule sources; write the new request (:func:`_build_request`).
 """
 
 from __future__ import annotations
@@ -25,9 +30,12 @@ from __future__ import annotations
 import copy
 import logging
 import os.path
+import re
+import warnings
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from sdk_ext.debugger.collection import CollectionConfig
 from sdk_ext.debugger.errors import DebuggerConfigError, Problems, is_s3_uri
@@ -58,6 +66,11 @@ _SDK_KEY_ORDER = ("DebugRuleConfigurations", "DebugHookConfig", "TensorBoardOutp
                   "ProfilerRuleConfigurations", "ProfilerConfig")
 _CHECKPOINT_FRAMEWORKS = frozenset({"mxnet", "pytorch", "tensorflow"})
 _XGBOOST_ONLY_RULES = frozenset({"TreeDepth", "FeatureImportanceOverweight"})
+# First version whose framework profiling collects nothing (SageMaker SDK v2's thresholds).
+_FRAMEWORK_PROFILING_ENDS = {"pytorch": (2, 0), "tensorflow": (2, 12)}
+_IMAGE_TAG_VERSION = re.compile(r"^(\d+(?:\.\d+)*)-(?:cpu|gpu)-py\d*")
+
+_AnyRule = TypeVar("_AnyRule", bound=RuleBase)
 
 
 class _Job:
@@ -75,10 +88,14 @@ class _Job:
         self.checkpointed = bool(checkpoint.get("S3Uri") and checkpoint.get("LocalPath"))
         flag = (request.get("HyperParameters") or {}).get("sagemaker_parameter_server_enabled")
         self.parameter_server = str(flag).strip('"').lower() == "true"
+        self.training_image: str = (request.get("AlgorithmSpecification") or {}).get("TrainingImage") or ""
 
 
-class _Plan:
-    """What apply_debugger found, before anything is uploaded."""
+class JobPlan:
+    """One request's facts, the problems found so far, and the rule sources to upload.
+
+    Shared with :mod:`sdk_ext.debugger.update`, which prepares rules for a running job the same way.
+    """
 
     def __init__(self, request: Mapping[str, Any], region: str, problems: Problems,
                  now: Callable[[], datetime] | None) -> None:
@@ -97,9 +114,9 @@ class _Plan:
             return None
         return path
 
-    def prepare_rule(self, rule: RuleBase) -> RuleBase:
+    def prepare_rule(self, rule: _AnyRule) -> _AnyRule:
         """A copy of ``rule`` ready to send (image, instance settings, actions); uploads are queued."""
-        prepared: RuleBase = rule._replace()
+        prepared: _AnyRule = rule.copy_with()
         if rule.image_uri == DEFAULT_RULE_EVALUATOR_IMAGE:
             problem = image_uri_problem(rule.name, self.region)
             if problem is not None:
@@ -111,7 +128,7 @@ class _Plan:
         if isinstance(prepared, Rule):
             if prepared.actions is not None and not self.job.name:
                 self.problems.add(f"rule {rule.name!r} has actions, which need the request's TrainingJobName")
-            prepared = prepared.prepare_actions(self.job.name or "")
+            prepared.prepare_actions(self.job.name or "")  # on the copy: the caller's rule stays as it was
         source = prepared.rule_parameters.get("source_s3_uri")
         if source is not None and not is_s3_uri(source):
             path = local_source_path(str(source))
@@ -125,8 +142,21 @@ class _Plan:
         return prepared
 
 
-def _check_arguments(problems: Problems, *, debugger_hook_config: Any, rules: Any, tensorboard_output_config: Any,
-                     profiler_config: Any, disable_profiler: Any, region: Any, framework: Any) -> None:
+@dataclass
+class _Decisions:
+    """What goes into the request: the outcome of :func:`_decide`."""
+
+    hook: DebuggerHookConfig | bool | None
+    debugger_rules: list[Rule]  # as given, for warnings
+    prepared_debugger_rules: list[Rule]
+    collections: list[CollectionConfig]
+    profiler_request: dict[str, Any]
+    prepared_profiler_rules: list[ProfilerRule] = field(default_factory=list)
+
+
+def check_apply_arguments(problems: Problems, *, debugger_hook_config: Any, rules: Any, tensorboard_output_config: Any,
+                     profiler_config: Any, disable_profiler: Any, region: Any, framework: Any,
+                     framework_version: Any) -> None:
     if not isinstance(region, str) or not region:
         problems.add(f"region must be an AWS region name such as 'us-west-2', got {region!r}")
     if debugger_hook_config is not None and not isinstance(debugger_hook_config, (bool, DebuggerHookConfig)):
@@ -141,6 +171,8 @@ def _check_arguments(problems: Problems, *, debugger_hook_config: Any, rules: An
         problems.add(f"disable_profiler must be True or False, got {disable_profiler!r}")
     if framework is not None and not isinstance(framework, str):
         problems.add(f"framework must be a name such as 'pytorch', got {framework!r}")
+    if framework_version is not None and not isinstance(framework_version, str):
+        problems.add(f"framework_version must be a version string such as '2.1.0', got {framework_version!r}")
 
 
 def _split_rules(problems: Problems, rules: Sequence[Any]) -> tuple[list[Rule], list[ProfilerRule]]:
@@ -152,8 +184,9 @@ def _split_rules(problems: Problems, rules: Sequence[Any]) -> tuple[list[Rule], 
         elif isinstance(rule, ProfilerRule):
             profiler_rules.append(rule)
         else:
-            problems.add(f"rules[{i}] is a {type(rule).__name__} ({rule!r}); rules can only hold sdk_ext.debugger "
-                         "Rule and ProfilerRule objects, e.g. Rule.sagemaker(rule_configs.vanishing_gradient())")
+            problems.add(f"Rules list can only contain sagemaker.debugger.Rule and sagemaker.debugger.ProfilerRule: "
+                         f"rules[{i}] is a {type(rule).__name__} ({rule!r}); give sdk_ext.debugger Rule and "
+                         "ProfilerRule objects, e.g. Rule.sagemaker(rule_configs.vanishing_gradient())")
     return debugger_rules, profiler_rules
 
 
@@ -173,21 +206,21 @@ def _existing_rule_names(request: Mapping[str, Any]) -> set[str]:
     return names
 
 
-def _plan_hook(plan: _Plan, request: Mapping[str, Any], hook_arg: DebuggerHookConfig | bool | None,
+def _plan_hook(plan: JobPlan, request: Mapping[str, Any], hook_arg: DebuggerHookConfig | bool | None,
                debugger_rules: list[Rule]) -> DebuggerHookConfig | bool | None:
     """The hook to send (a DebuggerHookConfig), or False/None for none."""
     hook: DebuggerHookConfig | bool | None = hook_arg
     if hook is None and request.get("DebugHookConfig"):
         try:
-            hook = DebuggerHookConfig._from_request_dict(request["DebugHookConfig"])
+            hook = DebuggerHookConfig.from_request_dict(request["DebugHookConfig"])
         except DebuggerConfigError as err:
-            plan.problems.items.extend(f"request DebugHookConfig: {p}" for p in err.problems)
+            plan.problems.add_all([f"request DebugHookConfig: {p}" for p in err.problems])
             return None
-    supported = region_supports_debugger(plan.region)
-    if not supported:
+    if not region_supports_debugger(plan.region):
         if isinstance(hook, DebuggerHookConfig):
-            plan.problems.add(f"region {plan.region!r} does not support SageMaker Debugger, but a debugger hook "
-                              "config is set; pass debugger_hook_config=False or run in a supported region")
+            plan.problems.add(f"Current region does not support debugger but debugger hook config is set! Region "
+                              f"{plan.region!r} does not support SageMaker Debugger; pass "
+                              "debugger_hook_config=False or run in a supported region")
         elif debugger_rules:
             plan.problems.add(f"region {plan.region!r} does not support SageMaker Debugger, so the debugger "
                               f"rules {[r.name for r in debugger_rules]} cannot run there")
@@ -202,24 +235,32 @@ def _plan_hook(plan: _Plan, request: Mapping[str, Any], hook_arg: DebuggerHookCo
     return hook
 
 
-def _plan_profiler(plan: _Plan, request: Mapping[str, Any], profiler_config: ProfilerConfig | None,
-                   disable_profiler: bool | None, rules: Sequence[Any] | None,
-                   profiler_rules: list[ProfilerRule]) -> tuple[dict[str, Any], list[ProfilerRule]]:
-    """(ProfilerConfig request dict, profiler rules to send)."""
-    reasons = [why for why, applies in (
+def _profiler_off_reasons(plan: JobPlan, disable_profiler: bool | None) -> list[str]:
+    return [why for why, applies in (
         ("disable_profiler=True", bool(disable_profiler)),
         (f"region {plan.region!r} does not support the profiler", not region_supports_profiler(plan.region)),
         (f"instance type {plan.job.instance_types} (Trainium) runs without the profiler",
          any(instance_type_disables_profiler(t) for t in plan.job.instance_types)),
     ) if applies]
+
+
+def _plan_profiler(plan: JobPlan, request: Mapping[str, Any], profiler_config: ProfilerConfig | None,
+                   disable_profiler: bool | None, rules: Sequence[Any] | None,
+                   profiler_rules: list[ProfilerRule]) -> tuple[dict[str, Any], list[ProfilerRule]]:
+    """(ProfilerConfig request dict, profiler rules to send)."""
+    reasons = _profiler_off_reasons(plan, disable_profiler)
     existing = request.get("ProfilerConfig") if profiler_config is None else None
     if reasons:
+        off = "; ".join(reasons)
         if profiler_config is not None and not profiler_config.disable_profiler:
-            plan.problems.add(f"profiler_config enables the profiler, but it is off ({'; '.join(reasons)}); "
+            sdk = "profiler_config.disable_profiler cannot be False when disable_profiler is True. " \
+                if disable_profiler else ""
+            plan.problems.add(f"{sdk}profiler_config enables the profiler, but it is off ({off}); "
                               "pass ProfilerConfig(disable_profiler=True) or no profiler_config")
         if profiler_rules:
-            plan.problems.add(f"profiler rules {[r.name for r in profiler_rules]} are set, but the profiler is off "
-                              f"({'; '.join(reasons)}); remove them")
+            sdk = "ProfilerRule cannot be set when disable_profiler is True. " if disable_profiler else ""
+            plan.problems.add(f"{sdk}profiler rules {[r.name for r in profiler_rules]} are set, but the profiler is "
+                              f"off ({off}); remove them")
         return (profiler_config or ProfilerConfig(disable_profiler=True))._to_request_dict(), []
     config = profiler_config
     if config is None and not existing:
@@ -241,6 +282,111 @@ def _plan_profiler(plan: _Plan, request: Mapping[str, Any], profiler_config: Pro
     return config._to_request_dict(), profiler_rules
 
 
+def _decide(plan: JobPlan, request: Mapping[str, Any], *, debugger_hook_config: DebuggerHookConfig | bool | None,
+            rules: Sequence[Any] | None, profiler_config: ProfilerConfig | None,
+            disable_profiler: bool | None) -> _Decisions:
+    """Everything that goes into the request; problems are collected in ``plan.problems``, not raised."""
+    debugger_rules, profiler_rules = _split_rules(plan.problems, rules or [])
+    hook = _plan_hook(plan, request, debugger_hook_config, debugger_rules)
+    prepared_debug = [plan.prepare_rule(r) for r in debugger_rules]
+    hook_collections = list(hook.collection_configs or []) if isinstance(hook, DebuggerHookConfig) else []
+    collections = _unique([c for r in debugger_rules for c in r.collection_configs] + hook_collections)
+    profiler_request, profiler_rules = _plan_profiler(plan, request, profiler_config, disable_profiler, rules,
+                                                      profiler_rules)
+    prepared_profiler = [plan.prepare_rule(r) for r in profiler_rules]
+    clashes = _existing_rule_names(request) & {r.name for r in [*prepared_debug, *prepared_profiler]}
+    if rules is not None and clashes:
+        plan.problems.add(f"the request already has rules named {sorted(clashes)} (was Debugger applied twice?); "
+                          "rule names must be unique")
+    return _Decisions(hook, debugger_rules, prepared_debug, collections, profiler_request, prepared_profiler)
+
+
+def _framework_version(job: _Job, framework: str, given: str | None) -> tuple[int, ...] | None:
+    """The framework version as numbers: ``given``, else read from a SageMaker framework image's tag."""
+    text = given
+    if text is None:
+        repository, _, tag = job.training_image.rpartition("/")[2].partition(":")
+        match = _IMAGE_TAG_VERSION.match(tag)
+        text = match.group(1) if match and framework in repository else None
+    if text is None:
+        return None
+    try:
+        return tuple(int(part) for part in text.split("."))
+    except ValueError:
+        return None
+
+
+def _warn_about(plan: JobPlan, decisions: _Decisions, framework: str, framework_version: str | None,
+                profiler_config: ProfilerConfig | None) -> None:
+    """Warnings for settings the training job will not honour (as the v2 Estimator warns)."""
+    if framework != "xgboost":
+        for rule in decisions.debugger_rules:
+            if rule.name in _XGBOOST_ONLY_RULES:
+                logger.warning("rule %s is meant for XGBoost training jobs only", rule.name)
+    ends = _FRAMEWORK_PROFILING_ENDS.get(framework)
+    if ends is None or profiler_config is None or profiler_config.framework_profile_params is None:
+        return
+    version = _framework_version(plan.job, framework, framework_version)
+    if version is not None and version >= ends:
+        shown = ".".join(map(str, version))
+        warnings.warn(f"Framework profiling is deprecated from {framework} version {shown}. No framework metrics "
+                      f"will be collected: job {plan.job.name!r} runs {framework} {shown}, so "
+                      "ProfilerConfig(framework_profile_params=...) has no effect; use profile_params=Profiler() "
+                      "for SageMaker Profiler, or drop framework_profile_params", DeprecationWarning, stacklevel=3)
+
+
+def _drop_hook_for_checkpoints(plan: JobPlan, decisions: _Decisions, framework: str) -> None:
+    """A checkpointed multi-instance framework job runs without the hook (SageMaker does not support both)."""
+    if framework in _CHECKPOINT_FRAMEWORKS and plan.job.checkpointed and isinstance(decisions.hook,
+                                                                                     DebuggerHookConfig) \
+            and plan.job.instance_count > 1:
+        logger.warning("job %s: the Debugger hook does not support checkpointing in distributed training "
+                       "(%d instances); the hook is turned off, rules still run", plan.job.name,
+                       plan.job.instance_count)
+        decisions.hook = False
+
+
+def _upload_rule_sources(plan: JobPlan, uploader: RuleSourceUploader | None) -> None:
+    sender = uploader or S3RuleSourceUploader(region=plan.region)
+    for prepared, path in plan.uploads:
+        prepared.rule_parameters["source_s3_uri"] = sender.upload(
+            path, rule_name=prepared.name, default_prefix=plan.job.output_path)
+
+
+def _build_request(request: Mapping[str, Any], plan: JobPlan, decisions: _Decisions, *, framework: str,
+                   rules_given: bool, tensorboard_output_config: TensorBoardOutputConfig | None) -> dict[str, Any]:
+    new = copy.deepcopy(dict(request))
+    hook = decisions.hook
+    if framework == "tensorflow" and plan.job.parameter_server:
+        logger.warning("job %s: TensorFlow parameter-server training runs without the Debugger hook and "
+                       "debugger rules", plan.job.name)
+        hook = None
+        new.pop("DebugRuleConfigurations", None)
+    elif rules_given:
+        debug_rules = [r.to_debugger_rule_config_dict() for r in decisions.prepared_debugger_rules]
+        _set_list(new, "DebugRuleConfigurations", [*(request.get("DebugRuleConfigurations") or []), *debug_rules])
+    if isinstance(hook, DebuggerHookConfig):
+        new["DebugHookConfig"] = {**hook._to_request_dict(),
+                                  "CollectionConfigurations": [c._to_request_dict() for c in decisions.collections]}
+    else:
+        new.pop("DebugHookConfig", None)
+    if tensorboard_output_config is not None:
+        new["TensorBoardOutputConfig"] = tensorboard_output_config._to_request_dict()
+    profiler_request = decisions.profiler_request
+    new["ProfilerConfig"] = profiler_request
+    profiler_dicts = [r.to_profiler_rule_config_dict() for r in decisions.prepared_profiler_rules]
+    if profiler_request.get("DisableProfiler"):
+        new.pop("ProfilerRuleConfigurations", None)
+    elif profiler_dicts or rules_given:
+        _set_list(new, "ProfilerRuleConfigurations",
+                  [*(request.get("ProfilerRuleConfigurations") or []), *profiler_dicts])
+    # The SDK's key order, after everything else: the same JSON bytes as a v2 Estimator's request.
+    for key in _SDK_KEY_ORDER:
+        if key in new:
+            new[key] = new.pop(key)
+    return new
+
+
 def apply_debugger(
     request: Mapping[str, Any],
     *,
@@ -251,6 +397,7 @@ def apply_debugger(
     disable_profiler: bool | None = None,
     region: str,
     framework: str | None = None,
+    framework_version: str | None = None,
     uploader: RuleSourceUploader | None = None,
     now: Callable[[], datetime] | None = None,
 ) -> dict[str, Any]:
@@ -267,6 +414,8 @@ def apply_debugger(
         framework: ``"pytorch"``, ``"tensorflow"``, ``"mxnet"``... for the framework-specific rules:
             a checkpointed multi-instance job drops the hook; TensorFlow parameter-server jobs drop
             the hook and debugger rules.
+        framework_version: The framework's version, for the FrameworkProfile deprecation warning
+            (PyTorch >= 2.0, TensorFlow >= 2.12); read from the training image's tag when not given.
         uploader: Uploads local rule sources; an S3RuleSourceUploader (boto3) by default.
         now: Clock for the detailed-profiler job's name.
 
@@ -281,71 +430,20 @@ def apply_debugger(
         raise DebuggerConfigError([f"request must be a dict of CreateTrainingJob parameters, got {request!r}"],
                                   where="apply_debugger")
     problems = Problems("apply_debugger")
-    _check_arguments(problems, debugger_hook_config=debugger_hook_config, rules=rules, region=region,
+    check_apply_arguments(problems, debugger_hook_config=debugger_hook_config, rules=rules, region=region,
                      tensorboard_output_config=tensorboard_output_config, profiler_config=profiler_config,
-                     disable_profiler=disable_profiler, framework=framework)
+                     disable_profiler=disable_profiler, framework=framework, framework_version=framework_version)
     problems.raise_if_any()
-    plan = _Plan(request, region, problems, now)
-    debugger_rules, profiler_rules = _split_rules(problems, rules or [])
+    plan = JobPlan(request, region, problems, now)
+    decisions = _decide(plan, request, debugger_hook_config=debugger_hook_config, rules=rules,
+                        profiler_config=profiler_config, disable_profiler=disable_profiler)
+    problems.raise_if_any()
     fw = (framework or "").lower()
-
-    hook = _plan_hook(plan, request, debugger_hook_config, debugger_rules)
-    prepared_debug = [plan.prepare_rule(r) for r in debugger_rules]
-    collections = _unique([c for r in debugger_rules for c in r.collection_configs]
-                          + (list(hook.collection_configs or []) if isinstance(hook, DebuggerHookConfig) else []))
-    profiler_request, profiler_rules = _plan_profiler(plan, request, profiler_config, disable_profiler, rules,
-                                                      profiler_rules)
-    prepared_profiler = [plan.prepare_rule(r) for r in profiler_rules]
-    clashes = _existing_rule_names(request) & {r.name for r in [*prepared_debug, *prepared_profiler]}
-    if rules is not None and clashes:
-        problems.add(f"the request already has rules named {sorted(clashes)} (was Debugger applied twice?); "
-                     "rule names must be unique")
-    problems.raise_if_any()
-
-    if fw in _CHECKPOINT_FRAMEWORKS and plan.job.checkpointed and isinstance(hook, DebuggerHookConfig) \
-            and plan.job.instance_count > 1:
-        logger.warning("job %s: the Debugger hook does not support checkpointing in distributed training "
-                       "(%d instances); the hook is turned off, rules still run", plan.job.name,
-                       plan.job.instance_count)
-        hook = False
-    if fw != "xgboost":
-        for rule in debugger_rules:
-            if rule.name in _XGBOOST_ONLY_RULES:
-                logger.warning("rule %s is meant for XGBoost training jobs only", rule.name)
-
-    sender = uploader or S3RuleSourceUploader(region=region)
-    for prepared, path in plan.uploads:
-        prepared.rule_parameters["source_s3_uri"] = sender.upload(
-            path, rule_name=prepared.name, default_prefix=plan.job.output_path)
-
-    new = copy.deepcopy(dict(request))
-    debug_rules = [r.to_debugger_rule_config_dict() for r in prepared_debug]  # type: ignore[attr-defined]
-    if fw == "tensorflow" and plan.job.parameter_server:
-        logger.warning("job %s: TensorFlow parameter-server training runs without the Debugger hook and "
-                       "debugger rules", plan.job.name)
-        hook = None
-        new.pop("DebugRuleConfigurations", None)
-    elif rules is not None:
-        _set_list(new, "DebugRuleConfigurations", [*(request.get("DebugRuleConfigurations") or []), *debug_rules])
-    if isinstance(hook, DebuggerHookConfig):
-        new["DebugHookConfig"] = {**hook._to_request_dict(),
-                                  "CollectionConfigurations": [c._to_request_dict() for c in collections]}
-    else:
-        new.pop("DebugHookConfig", None)
-    if tensorboard_output_config is not None:
-        new["TensorBoardOutputConfig"] = tensorboard_output_config._to_request_dict()
-    new["ProfilerConfig"] = profiler_request
-    profiler_dicts = [r.to_profiler_rule_config_dict() for r in prepared_profiler]  # type: ignore[attr-defined]
-    if profiler_request.get("DisableProfiler"):
-        new.pop("ProfilerRuleConfigurations", None)
-    elif profiler_dicts or rules is not None:
-        _set_list(new, "ProfilerRuleConfigurations",
-                  [*(request.get("ProfilerRuleConfigurations") or []), *profiler_dicts])
-    # The SDK's key order, after everything else: the same JSON bytes as a v2 Estimator's request.
-    for key in _SDK_KEY_ORDER:
-        if key in new:
-            new[key] = new.pop(key)
-    return new
+    _drop_hook_for_checkpoints(plan, decisions, fw)
+    _warn_about(plan, decisions, fw, framework_version, profiler_config)
+    _upload_rule_sources(plan, uploader)
+    return _build_request(request, plan, decisions, framework=fw, rules_given=rules is not None,
+                          tensorboard_output_config=tensorboard_output_config)
 
 
 def _set_list(request: dict[str, Any], key: str, items: list[dict[str, Any]]) -> None:

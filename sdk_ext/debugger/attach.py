@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, Union, final
 
-from sdk_ext.debugger.apply import _check_arguments, apply_debugger
+from sdk_ext.debugger.apply import apply_debugger, check_apply_arguments
 from sdk_ext.debugger.errors import DebuggerConfigError, Problems
 from sdk_ext.debugger.hook_config import DebuggerHookConfig, TensorBoardOutputConfig
 from sdk_ext.debugger.profiler import ProfilerConfig
@@ -110,6 +110,7 @@ def attach(
     disable_profiler: bool | None = None,
     region: str | None = None,
     framework: str | None = None,
+    framework_version: str | None = None,
     uploader: RuleSourceUploader | None = None,
     now: Callable[[], datetime] | None = None,
     job_name_filter: JobNameFilter = None,
@@ -130,9 +131,10 @@ def attach(
         DebuggerConfigError: invalid arguments or target (found now, not at the first job).
     """
     problems = Problems("attach")
-    _check_arguments(problems, debugger_hook_config=debugger_hook_config, rules=rules, region=region or "-",
-                     tensorboard_output_config=tensorboard_output_config, profiler_config=profiler_config,
-                     disable_profiler=disable_profiler, framework=framework)
+    check_apply_arguments(problems, debugger_hook_config=debugger_hook_config, rules=rules, region=region or "-",
+                          tensorboard_output_config=tensorboard_output_config, profiler_config=profiler_config,
+                          disable_profiler=disable_profiler, framework=framework,
+                          framework_version=framework_version)
     problems.raise_if_any()
     matches = _name_matcher(job_name_filter)
     emitters = _emitters(target)
@@ -147,7 +149,8 @@ def attach(
         configured = apply_debugger(params, debugger_hook_config=debugger_hook_config, rules=rule_list,
                                     tensorboard_output_config=tensorboard_output_config,
                                     profiler_config=profiler_config, disable_profiler=disable_profiler,
-                                    region=job_region, framework=framework, uploader=uploader, now=now)
+                                    region=job_region, framework=framework, framework_version=framework_version,
+                                    uploader=uploader, now=now)
         # botocore builds the request from this very dict, so it is changed in place (the only place).
         params.clear()
         params.update(configured)

@@ -48,7 +48,8 @@ class CollectionConfig:
         return request
 
     @classmethod
-    def _from_request_dict(cls, data: Mapping[str, Any]) -> CollectionConfig:
+    def from_request_dict(cls, data: Mapping[str, Any]) -> CollectionConfig:
+        """The config a ``CollectionConfigurations`` element describes (the reverse of ``_to_request_dict``)."""
         return cls(data.get("CollectionName"), data.get("CollectionParameters"))  # type: ignore[arg-type]
 
     def _key(self) -> tuple[str, tuple[tuple[str, Any], ...]]:
@@ -57,8 +58,9 @@ class CollectionConfig:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, CollectionConfig):
             raise TypeError(
-                f"a CollectionConfig can only be compared with another CollectionConfig, "
-                f"not with {type(other).__name__}"
+                "CollectionConfig is only comparable with other CollectionConfig objects. "
+                f"Got a {type(other).__name__} ({other!r}); compare with CollectionConfig(name, parameters), "
+                "or compare the .name attributes"
             )
         return self.name == other.name and self.parameters == other.parameters
 

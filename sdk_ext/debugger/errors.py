@@ -39,6 +39,9 @@ class Problems:
     def extend(self, other: Problems) -> None:
         self.items.extend(other.items)
 
+    def add_all(self, messages: list[str]) -> None:
+        self.items.extend(messages)
+
     def __bool__(self) -> bool:
         return bool(self.items)
 

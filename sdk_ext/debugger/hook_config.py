@@ -80,14 +80,15 @@ class DebuggerHookConfig:
         return request
 
     @classmethod
-    def _from_request_dict(cls, data: Mapping[str, Any]) -> DebuggerHookConfig:
+    def from_request_dict(cls, data: Mapping[str, Any]) -> DebuggerHookConfig:
+        """The config a request's ``DebugHookConfig`` describes (the reverse of ``_to_request_dict``)."""
         collections = data.get("CollectionConfigurations")
         return cls(
             s3_output_path=data.get("S3OutputPath"),
             container_local_output_path=data.get("LocalPath"),
             hook_parameters=data.get("HookParameters"),
             collection_configs=(None if collections is None
-                                else [CollectionConfig._from_request_dict(c) for c in collections]),
+                                else [CollectionConfig.from_request_dict(c) for c in collections]),
         )
 
     def __repr__(self) -> str:

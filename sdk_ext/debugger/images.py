@@ -98,9 +98,9 @@ def image_uri_problem(name: str | None, region: str) -> str | None:
     if region in _REGISTRIES[repository]:
         return None
     return (
-        f"no {repository} rule-evaluator image is published in region {region!r} (needed by rule "
-        f"{name!r}); supported region(s): {', '.join(supported_regions(repository))}. Run the job in "
-        "one of them, or give the rule your own image with Rule.custom/ProfilerRule.custom"
+        f"Unsupported region: {region}. No {repository} rule-evaluator image is published in region {region!r} "
+        f"(needed by rule {name!r}). Supported region(s): {', '.join(supported_regions(repository))}. Run the "
+        "job in one of them, or give the rule your own image with Rule.custom/ProfilerRule.custom"
     )
 
 

@@ -14,12 +14,25 @@ Request form::
 from __future__ import annotations
 
 import logging
+import warnings
 from typing import Any
 
 from sdk_ext.debugger.errors import Problems, check_s3_uri
 from sdk_ext.debugger.framework_profile import FrameworkProfile
+from sdk_ext.debugger.profiler_constants import (
+    CPU_PROFILING_DURATION,
+    DETAIL_PROF_PROCESSING_DEFAULT_INSTANCE_TYPE,
+    DETAIL_PROF_PROCESSING_DEFAULT_VOLUME_SIZE,
+    FILE_ROTATION_INTERVAL_DEFAULT,
+)
 
 logger = logging.getLogger(__name__)
+
+FRAMEWORK_PROFILE_DEPRECATION = (
+    "Framework profiling will be deprecated from tensorflow 2.12 and pytorch 2.0: with those versions "
+    "FrameworkProfile collects no framework metrics. Use ProfilerConfig(profile_params=Profiler()) "
+    "(SageMaker Profiler) instead, or drop framework_profile_params to keep system monitoring only"
+)
 
 
 class Profiler:
@@ -30,14 +43,15 @@ class Profiler:
         file_rotation_interval: Seconds between trace file rotations.
     """
 
-    def __init__(self, cpu_profiling_duration: str | int = "3600", file_rotation_interval: str | int = "600") -> None:
+    def __init__(self, cpu_profiling_duration: str | int = str(CPU_PROFILING_DURATION),
+                 file_rotation_interval: str | int = str(FILE_ROTATION_INTERVAL_DEFAULT)) -> None:
         self.profiling_parameters: dict[str, str] = {
             "CPUProfilingDuration": str(cpu_profiling_duration),
             "SMPFileRotationSecs": str(file_rotation_interval),
         }
         # The processing job that turns the traces into a report runs on this instance.
-        self.instanceType = "ml.m5.4xlarge"
-        self.volumeSizeInGB = 128
+        self.instanceType = DETAIL_PROF_PROCESSING_DEFAULT_INSTANCE_TYPE
+        self.volumeSizeInGB = DETAIL_PROF_PROCESSING_DEFAULT_VOLUME_SIZE
 
 
 class ProfilerConfig:
@@ -64,18 +78,21 @@ class ProfilerConfig:
         if interval is not None and (isinstance(interval, bool) or not isinstance(interval, int) or interval <= 0):
             problems.add(f"system_monitor_interval_millis must be a positive integer, got {interval!r}")
         if framework_profile_params is not None and not isinstance(framework_profile_params, FrameworkProfile):
-            problems.add(f"framework_profile_params must be a FrameworkProfile, got {framework_profile_params!r}")
+            problems.add("framework_profile_params must be of type FrameworkProfile if specified. Got "
+                         f"{type(framework_profile_params).__name__} {framework_profile_params!r}: pass "
+                         "FrameworkProfile(...) from sdk_ext.debugger, or leave it out")
         if profile_params is not None and not isinstance(profile_params, Profiler):
-            problems.add(f"profile_params must be a Profiler, got {profile_params!r}")
+            problems.add(f"profile_params must be of type Profiler if specified. Got {type(profile_params).__name__} "
+                         f"{profile_params!r}: pass Profiler(...) from sdk_ext.debugger, or leave it out")
         if profile_params is not None and framework_profile_params is not None:
-            problems.add("profile_params (Profiler) and framework_profile_params (FrameworkProfile) cannot be "
-                         "used together: the Profiler does not work while framework profiling is on; keep one")
+            problems.add("Profiler will not work when Framework Profiler is ON: profile_params (Profiler) and "
+                         "framework_profile_params (FrameworkProfile) are both set; keep one (FrameworkProfile "
+                         "is deprecated, so Profiler)")
         if not isinstance(disable_profiler, bool):
             problems.add(f"disable_profiler must be True or False, got {disable_profiler!r}")
         problems.raise_if_any()
         if framework_profile_params is not None:
-            logger.warning("FrameworkProfile is deprecated by SageMaker for TensorFlow >= 2.12 and "
-                           "PyTorch >= 2.0; prefer profile_params=Profiler()")
+            warnings.warn(FRAMEWORK_PROFILE_DEPRECATION, DeprecationWarning, stacklevel=2)
         self.s3_output_path = s3_output_path
         self.system_monitor_interval_millis = system_monitor_interval_millis
         self.framework_profile_params = framework_profile_params
@@ -104,3 +121,14 @@ class ProfilerConfig:
                 f"system_monitor_interval_millis={self.system_monitor_interval_millis!r}, "
                 f"framework_profile_params={self.framework_profile_params!r}, "
                 f"profile_params={self.profile_params!r}, disable_profiler={self.disable_profiler!r})")
+
+
+__all__ = [
+    "CPU_PROFILING_DURATION",
+    "DETAIL_PROF_PROCESSING_DEFAULT_INSTANCE_TYPE",
+    "DETAIL_PROF_PROCESSING_DEFAULT_VOLUME_SIZE",
+    "FILE_ROTATION_INTERVAL_DEFAULT",
+    "FRAMEWORK_PROFILE_DEPRECATION",
+    "Profiler",
+    "ProfilerConfig",
+]

@@ -10,8 +10,9 @@ this order, each optional key present only when its value is truthy::
 
 Built-in rules carry the placeholder image ``DEFAULT_RULE_EVALUATOR_IMAGE`` until apply_debugger
 picks the regional one. Profiler rule parameters go out as ``str(value)``; debugger rule parameters
-must already be strings. Objects are never changed after construction: ``prepare_actions`` and
-apply_debugger work on copies.
+must already be strings. apply_debugger never changes the rules it is given (it prepares copies);
+``prepare_actions``, which a v2 Estimator calls on the rule itself, sets ``action_json`` in place
+as v2 does.
 """
 
 from __future__ import annotations
@@ -38,10 +39,14 @@ from sdk_ext.debugger.errors import (
 )
 from sdk_ext.debugger.hook_config import check_collections
 from sdk_ext.debugger.images import DETAILED_PROFILER_RULE_PREFIX
+from sdk_ext.debugger.profiler_constants import (
+    DETAIL_PROF_PROCESSING_DEFAULT_INSTANCE_TYPE,
+    DETAIL_PROF_PROCESSING_DEFAULT_VOLUME_SIZE,
+)
 
 DEFAULT_RULE_EVALUATOR_IMAGE = "DEFAULT_RULE_EVALUATOR_IMAGE"
-DETAILED_PROFILER_INSTANCE_TYPE = "ml.m5.4xlarge"
-DETAILED_PROFILER_VOLUME_SIZE_IN_GB = 128
+DETAILED_PROFILER_INSTANCE_TYPE = DETAIL_PROF_PROCESSING_DEFAULT_INSTANCE_TYPE
+DETAILED_PROFILER_VOLUME_SIZE_IN_GB = DETAIL_PROF_PROCESSING_DEFAULT_VOLUME_SIZE
 
 _RULE_FIELDS = ("name", "image_uri", "instance_type", "container_local_output_path", "s3_output_path",
                 "volume_size_in_gb", "rule_parameters")
@@ -80,7 +85,8 @@ def _check_source(problems: Problems, source: object, rule_to_invoke: object) ->
     if bool(source) != bool(rule_to_invoke):
         given, missing = ("source", "rule_to_invoke") if source else ("rule_to_invoke", "source")
         problems.add(
-            f"{given} is set but {missing} is not: a custom rule from a source file needs both the "
+            "If you provide a source, you must also provide a rule to invoke (and vice versa). "
+            f"Here {given} is set but {missing} is not: a custom rule from a source file needs both the "
             "file (source=S3 URI or local path) and the name of the rule class in it (rule_to_invoke)"
         )
 
@@ -116,9 +122,9 @@ def _check_custom(
 def _check_actions(problems: Problems, actions: object) -> None:
     if actions is not None and not rule_configs.is_valid_action_object(actions):
         problems.add(
-            f"actions must be an Action (rule_configs.StopTraining(), rule_configs.Email(...), "
-            f"rule_configs.SMS(...)) or a rule_configs.ActionList of them, got {type(actions).__name__} "
-            f"{actions!r}"
+            "`actions` must be of type `Action` or `ActionList`! "
+            f"Got {type(actions).__name__} {actions!r}: pass an action (rule_configs.StopTraining(), "
+            "rule_configs.Email(...), rule_configs.SMS(...)) or a rule_configs.ActionList of them"
         )
 
 
@@ -145,8 +151,8 @@ class RuleBase:
                 request[key] = value
         return request
 
-    def _replace(self, **changes: Any) -> Any:
-        """A copy with some fields changed; containers are copied so the original never changes."""
+    def copy_with(self, **changes: Any) -> Any:
+        """A copy with some fields changed; its parameters are a new dict, so the original never changes."""
         clone = copy.copy(self)
         clone.rule_parameters = dict(self.rule_parameters)
         for key, value in changes.items():
@@ -206,8 +212,10 @@ class Rule(RuleBase):
         user_params = check_str_mapping(problems, "rule_parameters", rule_parameters, string_values=True)
         if user_params is not None and "rule_to_invoke" in user_params:
             problems.add(
-                f"rule_parameters sets rule_to_invoke={user_params['rule_to_invoke']!r}, but a built-in "
-                "rule always invokes itself; remove it, or use Rule.custom(source=..., rule_to_invoke=...)"
+                "You cannot provide a 'rule_to_invoke' for SageMaker rules. Either remove the rule_to_invoke "
+                f"or use a custom rule. rule_parameters sets rule_to_invoke={user_params['rule_to_invoke']!r}, "
+                "but a built-in rule always invokes itself; remove that key, or use "
+                "Rule.custom(source=..., rule_to_invoke=...)"
             )
         collections = check_collections(problems, "collections_to_save", collections_to_save)
         _check_actions(problems, actions)
@@ -254,23 +262,22 @@ class Rule(RuleBase):
                    collections_to_save=collections, actions=actions)
 
     def prepare_actions(self, training_job_name: str) -> Rule:
-        """A copy of this rule whose ``action_json`` parameter serializes its actions.
+        """Set this rule's ``action_json`` parameter from its actions, as v2 does before a job starts.
 
         A StopTraining action without a prefix stops ``training_job_name``. Without actions, a
-        user-supplied ``action_json`` is removed (SageMaker owns that parameter). Unlike the SDK,
-        this rule and its actions are left unchanged.
+        user-supplied ``action_json`` is removed (SageMaker owns that parameter). The actions given
+        to the rule are not changed (the prefix goes into a copy). Returns this rule.
         """
-        prepared: Rule = self._replace(collection_configs=list(self.collection_configs))
         if self.actions is None:
-            prepared.rule_parameters.pop("action_json", None)
-            return prepared
+            self.rule_parameters.pop("action_json", None)
+            return self
         actions = copy.deepcopy(self.actions)
         # ActionList and StopTraining take the job name as default prefix; Email/SMS have none to set.
         if hasattr(actions, "update_training_job_prefix_if_not_specified"):
             actions.update_training_job_prefix_if_not_specified(training_job_name)
-        prepared.actions = actions
-        prepared.rule_parameters["action_json"] = actions.serialize()
-        return prepared
+        self.actions = actions
+        self.rule_parameters["action_json"] = actions.serialize()
+        return self
 
     def to_debugger_rule_config_dict(self) -> dict[str, Any]:
         return self._request_dict(dict(self.rule_parameters))

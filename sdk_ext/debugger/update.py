@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sdk_ext.debugger.apply import _Plan
+from sdk_ext.debugger.apply import JobPlan
 from sdk_ext.debugger.errors import Problems
 from sdk_ext.debugger.framework_profile import FrameworkProfile
 from sdk_ext.debugger.images import region_supports_debugger
@@ -36,7 +36,8 @@ def _start(job: Mapping[str, Any], region: str | None, where: str) -> tuple[Prob
     if not region:
         problems.add("no region: pass region=, or a response with its TrainingJobArn")
     elif not region_supports_debugger(region):
-        problems.add(f"region {region!r} does not support SageMaker Debugger profiling")
+        problems.add(f"Current region does not support profiler / debugger! Region {region!r} does not support "
+                     "SageMaker Debugger profiling; it can only be changed for jobs in a supported region")
     problems.raise_if_any()
     return problems, str(name), str(region)
 
@@ -51,7 +52,9 @@ def enable_default_profiling_request(job: Mapping[str, Any], *, region: str | No
     """
     problems, name, _ = _start(job, region, "enable_default_profiling")
     if job.get("ProfilingStatus") == "Enabled":
-        problems.add("profiling is already enabled for this job; use update_profiler_request to change it")
+        problems.add("Debugger monitoring is already enabled. To update the profiler_config parameter and the "
+                     "Debugger profiling rules, please use the update_profiler function. (Here: "
+                     "update_profiler_request; this job's ProfilingStatus is 'Enabled'.)")
     problems.raise_if_any()
     path = (job.get("ProfilerConfig") or {}).get("S3OutputPath") or (job.get("OutputDataConfig") or {}).get(
         "S3OutputPath")
@@ -66,7 +69,8 @@ def disable_profiling_request(job: Mapping[str, Any], *, region: str | None = No
     """
     problems, name, _ = _start(job, region, "disable_profiling")
     if job.get("ProfilingStatus") == "Disabled":
-        problems.add("the profiler is already disabled for this job")
+        problems.add("Profiler is already disabled. This job's ProfilingStatus is 'Disabled': there is "
+                     "nothing to turn off")
     problems.raise_if_any()
     return {"TrainingJobName": name, "ProfilerConfig": ProfilerConfig._to_profiler_disabled_request_dict()}
 
@@ -85,18 +89,20 @@ def update_profiler_request(job: Mapping[str, Any], *, rules: Sequence[RuleBase]
     problems, name, resolved_region = _start(job, region, "update_profiler")
     if not (rules or system_monitor_interval_millis or s3_output_path or framework_profile_params
             or disable_framework_metrics):
-        problems.add("nothing to update: give rules, system_monitor_interval_millis, s3_output_path, "
-                     "framework_profile_params or disable_framework_metrics=True")
+        problems.add("Please provide profiler config or profiler rule to be updated. Nothing to update: give "
+                     "rules, system_monitor_interval_millis, s3_output_path, framework_profile_params or "
+                     "disable_framework_metrics=True")
     if disable_framework_metrics and framework_profile_params:
-        problems.add("framework_profile_params cannot be set together with disable_framework_metrics=True")
+        problems.add("framework_profile_params cannot be set when disable_framework_metrics is True: pass "
+                     "one of the two")
     for i, rule in enumerate(rules or []):
         if not isinstance(rule, ProfilerRule):
-            problems.add(f"rules[{i}] is a {type(rule).__name__}; only ProfilerRule objects can be added to a "
-                         "running job")
+            problems.add(f"Please provide ProfilerRule to be updated. rules[{i}] is a {type(rule).__name__}; only "
+                         "ProfilerRule objects can be added to a running job")
     problems.raise_if_any()
 
-    plan = _Plan(job, resolved_region, problems, None)
-    prepared = [plan.prepare_rule(rule) for rule in rules or []]
+    plan = JobPlan(job, resolved_region, problems, None)
+    prepared = [plan.prepare_rule(rule) for rule in rules or [] if isinstance(rule, ProfilerRule)]  # all are, checked above
     problems.raise_if_any()
     sender = uploader or S3RuleSourceUploader(region=resolved_region)
     for rule, path in plan.uploads:
@@ -105,7 +111,7 @@ def update_profiler_request(job: Mapping[str, Any], *, rules: Sequence[RuleBase]
     config = ProfilerConfig(s3_output_path=s3_output_path, system_monitor_interval_millis=system_monitor_interval_millis,
                             framework_profile_params=framework_profile_params)
     request: dict[str, Any] = {"TrainingJobName": name}
-    rule_dicts = [r.to_profiler_rule_config_dict() for r in prepared]  # type: ignore[attr-defined]
+    rule_dicts = [r.to_profiler_rule_config_dict() for r in prepared]
     if rule_dicts:
         request["ProfilerRuleConfigurations"] = rule_dicts
     request["ProfilerConfig"] = config._to_request_dict()

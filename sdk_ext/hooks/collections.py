@@ -83,6 +83,12 @@ def note_change() -> None:
     _CHANGES += 1
 
 
+def change_count() -> int:
+    """The process-wide collections version: it grows with every change of any collection (and every
+    :func:`note_change`), so a cache that stored it is stale when it differs."""
+    return _CHANGES
+
+
 def compile_regex(pattern: str, where: str) -> re.Pattern[str]:
     """Compile ``pattern``; ConfigError naming ``where`` and the regex error if it is invalid."""
     if not isinstance(pattern, str):
@@ -330,5 +336,7 @@ __all__ = [
     "Collection",
     "CollectionKeys",
     "CollectionManager",
+    "change_count",
     "compile_regex",
+    "note_change",
 ]

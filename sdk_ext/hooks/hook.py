@@ -8,25 +8,29 @@
             hook.save_scalar("lr", lr)
     hook.close()
 
-Steps and modes (:mod:`sdk_ext.hooks.stepping`): every step advances the global step and the
-step of its mode; a value saved outside an open step opens the next one. What a step saves is
-decided by :class:`~sdk_ext.hooks.policy.SavePolicy`; values given at a step that saves nothing are
-dropped (smdebug carried them into the next saved step under that step's number).
+Steps and modes (:mod:`sdk_ext.hooks.step_lifecycle`): every step advances the global step and the
+step of its mode; a value saved outside an open step opens the next one (a framework hook whose
+steps start at each forward call holds it for its next step instead). What a step saves is decided
+by :class:`~sdk_ext.hooks.policy.SavePolicy`, ``save_tensor`` values included. A ``save_scalar``
+value is always written, at the step and mode it was given, even if that step saves nothing else
+(smdebug filed it under the next saved step, and lost it after the last one).
 
 Failure policy: configuration errors raise from the constructor. After that, no method raises:
 the first failure is logged once with its traceback, the hook disables itself and training goes
-on (the boundary is :func:`~sdk_ext.hooks.stepping.guarded`). A value whose dtype the format cannot
+on (the boundary is :func:`~sdk_ext.hooks.step_lifecycle.guarded`). A value whose dtype the format cannot
 hold is skipped with one warning per tensor name; that is not a failure of the hook.
 """
 
 from __future__ import annotations
 
 import atexit
+import difflib
 import logging
 import os
 import time
 import weakref
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import numpy as np
@@ -46,15 +50,26 @@ from sdk_ext.hooks.output import Reductions, TrialOutput
 from sdk_ext.hooks.policy import SavePolicy, TensorPlan
 from sdk_ext.hooks.reduction_config import RAW_ONLY, ReductionConfig
 from sdk_ext.hooks.save_config import SaveConfig, SaveConfigMode
-from sdk_ext.hooks.stepping import HookSteps, guarded
-from sdk_ext.hooks.steps import StepCounter
-from sdk_ext.storage import LocalStorage, Storage
+from sdk_ext.hooks.step_counter import StepCounter
+from sdk_ext.hooks.step_lifecycle import HookSteps, guarded
+from sdk_ext.storage import Storage
 
 logger = logging.getLogger(__name__)
 
 SCALAR_PREFIX = "scalar/"
 _SCALAR_PLAN = TensorPlan(True, False, (), False, True, ())
 HookT = TypeVar("HookT", bound="Hook")
+
+
+@dataclass(frozen=True, slots=True)
+class _HeldValue:
+    """A value given before the step it belongs to was open."""
+
+    name: str
+    value: np.ndarray[Any, Any]
+    collections: tuple[str, ...]
+    timestamp: float | None
+    scalar: bool
 
 
 def _close_at_exit(ref: weakref.ReferenceType[Hook]) -> None:
@@ -118,6 +133,9 @@ class Hook(HookSteps):
         self.out_dir = self.storage.uri
         self.dry_run = dry_run
         self.export_tensorboard = bool(export_tensorboard or tensorboard_dir)
+        if tensorboard_dir is None and export_tensorboard:
+            tensorboard_dir = f"{self.out_dir.rstrip('/')}/tensorboard"
+        #: Where TensorBoard files go (``{out_dir}/tensorboard`` by default), or None for no export.
         self.tensorboard_dir = tensorboard_dir
         self.include_workers = include_workers
         self.save_all = save_all
@@ -140,7 +158,9 @@ class Hook(HookSteps):
             reduction_config=self.reduction_config,
             builtin=KNOWN_NAMES | set(self.builtin_collections),
         )
-        self.policy.prepare()  # unknown or empty collections fail here, before training
+        self.policy.prepare()  # included names that are no collection yet become empty ones to fill
+        self._checked_empty = False
+        self._held: list[_HeldValue] = []
         self._rank, self._world_size = rank, world_size
         self._clock = clock
         self._out: TrialOutput | None = None
@@ -209,9 +229,16 @@ class Hook(HookSteps):
         """Save a value under ``tensor_name`` at the current step, as member of ``collections_to_write``.
 
         The named collections are created if needed and count as included; the value is written
-        if one of them (or an included collection matching the name) is active at this step.
+        if one of them (or an included collection matching the name) saves at this step, as the save
+        configs say (the framework-free hook's way of saving tensors, so the intervals apply).
         """
         explicit = (collections_to_write,) if isinstance(collections_to_write, str) else tuple(collections_to_write)
+        if self._holds_values():
+            self._held.append(_HeldValue(tensor_name, self._copy(tensor_value), explicit, None, False))
+            return
+        self._save_explicit(tensor_name, tensor_value, explicit)
+
+    def _save_explicit(self, tensor_name: str, tensor_value: Any, explicit: tuple[str, ...]) -> None:
         changed = False
         for name in explicit:
             coll = self.collection_manager.get(name)  # created if new
@@ -228,23 +255,65 @@ class Hook(HookSteps):
 
     @guarded
     def save_scalar(self, name: str, value: Any, sm_metric: bool = False, timestamp: float | None = None) -> None:
-        """Save a scalar as ``scalar/{name}`` (shape (1,)) if the current step saves anything.
+        """Save a scalar as ``scalar/{name}`` (shape (1,)) at the current step, even if it saves nothing else.
 
-        ``sm_metric`` (SageMaker metrics) is accepted and ignored; ``timestamp`` becomes the record's wall time.
+        ``sm_metric`` (SageMaker metrics) is accepted and ignored; ``timestamp`` becomes the record's
+        wall time (default: now).
         """
+        if timestamp is None:
+            timestamp = self._clock()
+        if self._holds_values():
+            self._held.append(_HeldValue(name, self._copy(value), (), timestamp, True))
+            return
+        self._save_scalar(name, value, timestamp)
+
+    def _save_scalar(self, name: str, value: Any, timestamp: float) -> None:
         tensor_name = SCALAR_PREFIX + name
         self._ensure_step()
-        plan = self.policy.plan(tensor_name)
-        if plan is None and self.policy.step_saved:
-            plan = _SCALAR_PLAN
-        if plan is None:
-            return
+        plan = self.policy.plan(tensor_name) or _SCALAR_PLAN
         array = self._to_numpy(value)
         if array.size != 1:
             self._warn_once(tensor_name, "not-scalar", "save_scalar(%r): value has %d elements, not 1; skipped", name, array.size)
             return
+        self._open_output()
         if self._out is not None:
             self._out.write(tensor_name, plan, array, {}, wall_time=timestamp)
+
+    # --- values given outside a step --------------------------------------------------------------
+
+    def _holds_values(self) -> bool:
+        """Whether a value given now is held for the next step (no step is open and the framework
+        starts steps itself); the framework-free hook opens the next step instead."""
+        return False
+
+    def _copy(self, value: Any) -> np.ndarray[Any, Any]:
+        """The value as an array of its own (the caller may change theirs before the next step)."""
+        return np.array(self._to_numpy(value), copy=True)
+
+    def _write_held(self) -> None:
+        """Write the values held for this step (called once the step is open)."""
+        held, self._held = self._held, []
+        for v in held:
+            if v.scalar:
+                self._save_scalar(v.name, v.value, v.timestamp if v.timestamp is not None else self._clock())
+            else:
+                self._save_explicit(v.name, v.value, v.collections)
+
+    def _check_empty_collections(self) -> None:
+        """At the first saved step: one warning naming each included collection that can match nothing."""
+        self._checked_empty = True
+        empty = self.policy.empty_included()
+        if not empty:
+            return
+        known = [c.name for c in self.collection_manager if c.name not in empty] + sorted(KNOWN_NAMES)
+        for name in empty:
+            close = difflib.get_close_matches(name, known, n=1, cutoff=0.8)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            logger.warning(
+                "collection %r is included but can match nothing at the first saved step (no include_regex, tensor "
+                "names or modules); it saves nothing until you add some, e.g. hook.get_collection(%r).include(regex)%s",
+                name, name, hint,
+            )
 
     @guarded
     def flush(self) -> None:
@@ -266,8 +335,12 @@ class Hook(HookSteps):
             if self._disabled:
                 if self._out is not None:
                     self._out.abort_step()
-            elif self._in_step:
-                self._end_step()
+            else:
+                if self._held:
+                    self._ensure_step()
+                    self._write_held()
+                if self._in_step:
+                    self._end_step()
             if self._out is not None:
                 self._out.close(end_marker="TRAINING_JOB_NAME" not in os.environ)
         except Exception:  # noqa: BLE001 - close runs at exit too; never raise into the training script
@@ -275,6 +348,22 @@ class Hook(HookSteps):
         finally:
             self._disabled = True
             registry.forget(self)
+
+    def _get_worker_name(self) -> str:
+        """This process's worker name, ``worker_{rank}`` (smdebug's name for it; also :attr:`worker`)."""
+        if self._worker_ready:
+            return self.worker
+        rank = self._rank if self._rank is not None else self._distributed_info()[0]
+        return f"worker_{rank}"
+
+    def _cleanup(self) -> None:
+        """smdebug's name for what runs at exit: the same as :meth:`close`."""
+        self.close()
+
+    def __reduce__(self) -> tuple[Any, tuple[()]]:
+        # A model holding this hook's callbacks pickles (torch.save(model)) without the hook: it
+        # unpickles with a DetachedHook in its place, whose callbacks do nothing.
+        return DetachedHook, ()
 
     # --- lifecycle -------------------------------------------------------------------------------
 
@@ -289,14 +378,10 @@ class Hook(HookSteps):
         self._num_workers = size if self.include_workers == "all" else 1
         self._worker_ready = True
         if writes and not self.dry_run:
-            tb_dir = None
-            if self.export_tensorboard:
-                tb_dir = self.tensorboard_dir
-                if tb_dir is None and isinstance(self.storage, LocalStorage):
-                    tb_dir = os.path.join(self.out_dir, "tensorboard")
-                elif tb_dir is None:
-                    logger.warning("TensorBoard export needs a local tensorboard_dir when out_dir is %s; not exporting",
-                                   self.out_dir)
+            tb_dir = self.tensorboard_dir if self.export_tensorboard else None
+            if tb_dir is not None and "://" in tb_dir:
+                logger.warning("TensorBoard export needs a local tensorboard_dir, got %s; not exporting", tb_dir)
+                tb_dir = None
             self._out = TrialOutput(
                 self.storage, worker=self.worker, collections=self._collections_file, clock=self._clock,
                 tensorboard_dir=tb_dir,
@@ -340,4 +425,25 @@ class Hook(HookSteps):
             logger.debug(msg, *args)
 
 
-__all__ = ["SCALAR_PREFIX", "Hook", "guarded"]
+class DetachedHook:
+    """What a hook becomes when an object that referred to it is unpickled (a model saved with
+    ``torch.save(model)`` while a hook was registered): it saves nothing, and its callbacks (any method)
+    do nothing, so the unpickled model runs as if no hook were registered."""
+
+    disabled = True
+    closed = True
+
+    def __getattr__(self, name: str) -> Callable[..., None]:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return _do_nothing
+
+    def __reduce__(self) -> tuple[Any, tuple[()]]:
+        return DetachedHook, ()
+
+
+def _do_nothing(*args: Any, **kwargs: Any) -> None:
+    return None
+
+
+__all__ = ["SCALAR_PREFIX", "DetachedHook", "Hook", "guarded"]

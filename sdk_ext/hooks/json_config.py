@@ -18,8 +18,10 @@ plain keys, overridden by ``train.``/``eval.``/``predict.``/``global.`` keys), i
 overridden by the collection's plain keys, overridden by its mode keys. A collection named twice
 (a rule and the user both ask for it) gets both parameter sets applied in list order.
 
-Differences from smdebug: an unknown parameter, a bad number or regex raises ConfigError naming
-the key (smdebug ignored typos); booleans may be JSON booleans or "true"/"false" strings;
+Keys smdebug does not read either (``S3Path``, a misspelt parameter) are ignored with one warning
+that lists them (with a "did you mean" for a likely typo). Differences from smdebug: a bad number,
+boolean or regex, or a value of the wrong type, raises ConfigError naming the key (smdebug
+ignored some of these or failed later); booleans may be JSON booleans or "true"/"false" strings;
 ``save_shape``/``save_raw_tensor`` count without ``reductions`` too.
 Inside SageMaker (``TRAINING_JOB_NAME`` set) TensorBoard export follows
 ``tensorboardoutputconfig.json`` (``$TENSORBOARD_CONFIG_FILE_PATH``), as in smdebug.
@@ -27,6 +29,7 @@ Inside SageMaker (``TRAINING_JOB_NAME`` set) TensorBoard export follows
 
 from __future__ import annotations
 
+import difflib
 import json
 import logging
 import os
@@ -54,6 +57,8 @@ _REDUCTION_KEYS = ("reductions", "save_raw_tensor", "save_shape")
 HOOK_KEYS = frozenset(
     (*_SAVE_KEYS, *_REDUCTION_KEYS, "include_regex", "save_all", "include_workers", "export_tensorboard", "tensorboard_dir")
 )
+#: Top-level keys of the DebugHookConfig (SageMaker reads S3OutputPath; the hook does not need it).
+_TOP_KEYS = frozenset(("S3OutputPath", "LocalPath", "HookParameters", "CollectionConfigurations"))
 COLLECTION_KEYS = frozenset((*_SAVE_KEYS, *_REDUCTION_KEYS, "include_regex", "save_histogram"))
 
 
@@ -78,19 +83,21 @@ def load_config_file(path: str) -> dict[str, Any]:
     return doc
 
 
-def _split_keys(params: Mapping[str, Any], allowed: frozenset[str], where: str, problems: list[str]) -> None:
+def _split_keys(params: Mapping[str, Any], allowed: frozenset[str], where: str, ignored: list[str]) -> None:
+    """Note in ``ignored`` every key of ``params`` that smdebug would not read either."""
     for key in params:
         base = key
         for prefix in _MODE_PREFIXES:
             if key.startswith(prefix):
                 base = key[len(prefix):]
                 if base not in _SAVE_KEYS:
-                    problems.append(f"{where}: {key!r}: only {', '.join(_SAVE_KEYS)} take a mode prefix")
+                    ignored.append(f"{where}: {key!r} (only {', '.join(_SAVE_KEYS)} take a mode prefix)")
                 break
         else:
             if base not in allowed:
-                problems.append(f"{where}: unknown parameter {key!r}; known: {', '.join(sorted(allowed))} "
-                                "(save keys may take a train./eval./predict./global. prefix)")
+                close = difflib.get_close_matches(base, sorted(allowed), n=1, cutoff=0.8)
+                hint = f"; did you mean {close[0]!r}?" if close else ""
+                ignored.append(f"{where}: {key!r}{hint}")
 
 
 def _save_values(params: Mapping[str, Any], prefix: str) -> dict[str, Any]:
@@ -149,13 +156,11 @@ def hook_kwargs_from_config(
     """
     env = os.environ if env is None else env
     problems: list[str] = []
-    unknown_top = set(config) - {"S3OutputPath", "LocalPath", "HookParameters", "CollectionConfigurations"}
-    if unknown_top:
-        problems.append(f"unknown top-level keys {sorted(unknown_top)}")
+    ignored = [f"top-level key {k!r}" for k in config if k not in _TOP_KEYS]
     hook_params = config.get("HookParameters") or {}
     if not isinstance(hook_params, Mapping):
         raise ConfigError(f"HookParameters must be an object, got {hook_params!r}", where="debug hook config")
-    _split_keys(hook_params, HOOK_KEYS, "HookParameters", problems)
+    _split_keys(hook_params, HOOK_KEYS, "HookParameters", ignored)
 
     save_config = _collect(problems, save_config_from_params, hook_params) or SaveConfig()
     kwargs: dict[str, Any] = {"save_config": save_config}
@@ -195,7 +200,7 @@ def hook_kwargs_from_config(
         if not isinstance(params, Mapping):
             problems.append(f"collection {name!r}: CollectionParameters must be an object")
             continue
-        _split_keys(params, COLLECTION_KEYS, f"collection {name!r}", problems)
+        _split_keys(params, COLLECTION_KEYS, f"collection {name!r}", ignored)
         merged = settings.setdefault(name, {})
         conflicts = [k for k in params if k in merged and merged[k] != params[k]]
         if conflicts:
@@ -207,6 +212,8 @@ def hook_kwargs_from_config(
             collections[name] = coll
     if problems:
         raise ConfigError(problems, where="debug hook config")
+    if ignored:
+        logger.warning("debug hook config: ignoring keys that neither sdk_ext nor smdebug reads: %s", "; ".join(ignored))
     kwargs["include_collections"] = list(collections)
     kwargs["collections"] = list(collections.values())
     kwargs["out_dir"] = config.get("LocalPath") or DEFAULT_OUT_DIR

@@ -4,6 +4,11 @@ The hook decides *what* to save (:mod:`sdk_ext.hooks.policy`); this turns a plan
 records: shape entry, then reductions (in config order), then the raw value, then TensorBoard
 summaries. The collections file is written after the first step that wrote something, rewritten
 when saved tensors joined collections later, and written at close if nothing was ever saved.
+
+Remote storage (anything but a local directory or memory) is written through a bounded local
+spool (:class:`~sdk_ext.storage.spool.UploadSpool`), so an S3 outage delays uploads instead of
+losing steps or disabling the hook; its place, size, drain time and backoff come from
+:class:`~sdk_ext.storage.spool.SpoolConfig` (``SDK_EXT_SPOOL_*`` environment variables by default).
 """
 
 from __future__ import annotations
@@ -22,7 +27,8 @@ from sdk_ext.hooks.policy import TensorPlan
 from sdk_ext.hooks.reductions import reduce_numpy
 from sdk_ext.hooks.writer import TrialWriter
 from sdk_ext.modes import ModeKeys
-from sdk_ext.storage import LocalStorage, Storage
+from sdk_ext.storage import InMemoryStorage, LocalStorage, Storage
+from sdk_ext.storage.spool import SpoolConfig, UploadSpool
 
 logger = logging.getLogger(__name__)
 
@@ -38,6 +44,7 @@ class TrialOutput:
         collections: builds the current collections file content.
         clock: wall time of records.
         tensorboard_dir: a local directory for TensorBoard files, or None for no export.
+        spool: the upload spool's configuration for remote storage; default :meth:`SpoolConfig.from_env`.
     """
 
     def __init__(
@@ -48,9 +55,15 @@ class TrialOutput:
         collections: Callable[[], CollectionsFile],
         clock: Callable[[], float],
         tensorboard_dir: str | None = None,
+        spool: SpoolConfig | None = None,
     ) -> None:
-        # local disk: a step is complete before the next opens; remote: let uploads overlap two steps
-        self.writer = TrialWriter(storage, worker=worker, clock=clock, lag=0 if isinstance(storage, LocalStorage) else 2)
+        # local disk: a step is complete before the next opens; remote: steps wait in a local spool
+        self.spool: UploadSpool | None = None
+        if isinstance(storage, (LocalStorage, InMemoryStorage)):
+            self.writer = TrialWriter(storage, worker=worker, clock=clock, lag=0)
+        else:
+            self.spool = UploadSpool(storage, config=spool or SpoolConfig.from_env(), name=worker)
+            self.writer = TrialWriter(storage, worker=worker, clock=clock, background=False, spool=self.spool)
         self._collections = collections
         self._collections_written = False
         self._tb: Any = None

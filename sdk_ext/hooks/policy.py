@@ -10,8 +10,10 @@ is saved at a step when an active collection claims it:
 
 What gets written is the union over those collections: the raw value if any of them saves raw
 values, the shape if any saves shapes, and every requested reduction once, in config order.
-The step "is saved" (its values given with ``save_scalar`` are written) when any included
-collection is active. Nothing here does I/O; results are cached per tensor name and active set.
+The step "is saved" when any included collection is active (``save_scalar`` values are written
+at every step, saved or not: see :mod:`sdk_ext.hooks.hook`). Names in ``include_collections`` that
+are no collection yet become empty collections, for the script to fill before training starts.
+Nothing here does I/O; results are cached per tensor name and active set.
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from sdk_ext.exceptions import ConfigError
 from sdk_ext.hooks.collections import (
     NON_REDUCTION_COLLECTIONS,
     SCALAR_COLLECTIONS,
@@ -104,25 +105,17 @@ class SavePolicy:
     def prepare(self) -> None:
         """Resolve every collection's configs; re-done only when a collection changed.
 
-        Raises:
-            ConfigError: an included collection does not exist or can match nothing.
+        A name in ``include_collections`` that is not a collection yet becomes an empty collection
+        here (as in smdebug), so ``hook.get_collection(name)`` can fill it later; see
+        :meth:`empty_included`.
         """
         version = self.manager.version
         if version == self._version:
             return
-        problems = [
-            f"include_collections names {name!r}, which is not a collection (known: {', '.join(c.name for c in self.manager)})"
-            for name in self._include
-            if name not in self.manager
-        ]
-        for c in self.manager:
-            if c.name not in self._builtin and not (c.include_regex or c.tensor_names or c.modules):
-                problems.append(
-                    f"collection {c.name!r} has neither include_regex nor tensor names, so it can match nothing; "
-                    "give it include_regex"
-                )
-        if problems:
-            raise ConfigError(problems, where="collections")
+        for name in self._include:
+            if name not in self.manager:
+                self.manager.get(name)  # created empty; the caller may fill it before training
+        version = self.manager.version
         resolved = {}
         for c in self.manager:
             save = self.save_config if c.save_config is None else c.save_config.merged_with(self.save_config)
@@ -148,6 +141,20 @@ class SavePolicy:
         self._matching.clear()
         self._plans.clear()
         self._version = version
+
+    def empty_included(self) -> list[str]:
+        """Included collections that can match nothing yet (no regex, tensor names or modules).
+
+        Built-in names (``metrics``, ``sm_metrics``, ...) are left out: they are often filled by
+        ``save_tensor`` and empty in a job that has none.
+        """
+        return [
+            c.name
+            for c in self.manager
+            if (c.name in self._include or CollectionKeys.ALL in self._include)
+            and c.name not in self._builtin
+            and not (c.include_regex or c.tensor_names or c.modules)
+        ]
 
     def effective_save_config(self, name: str) -> SaveConfig:
         self.prepare()

@@ -9,6 +9,7 @@ norms. Records are written in that same order, before the raw value.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -110,6 +111,21 @@ class ReductionConfig:
     def to_json_dict(self) -> dict[str, Any]:
         return {"save_raw_tensor": self.save_raw_tensor, "reductions": ",".join(self.csv_names()),
                 "save_shape": self.save_shape}
+
+    def to_json(self) -> str:
+        """The config as a JSON string (smdebug's ``to_json``); :meth:`from_json` reads it back."""
+        return json.dumps(self.to_json_dict())
+
+    @classmethod
+    def from_json(cls, text: str) -> ReductionConfig:
+        """The config of a :meth:`to_json` string. Raises ConfigError if it is not one."""
+        try:
+            params = json.loads(text)
+        except ValueError as err:
+            raise ConfigError(f"not a reduction config JSON string: {err}", where="reduction config") from err
+        if not isinstance(params, dict):
+            raise ConfigError(f"a reduction config JSON string holds an object, got {params!r}", where="reduction config")
+        return cls.from_dict(params)
 
     @classmethod
     def from_csv(cls, csv: str, *, save_raw_tensor: bool = False, save_shape: bool = False) -> ReductionConfig:

@@ -12,6 +12,7 @@ Bad values (interval < 1, negative steps, end before start) raise :class:`Config
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -240,6 +241,21 @@ class SaveConfig:
 
     def to_json_dict(self) -> dict[str, Any]:
         return {m.name: self.get_save_config(m).to_json_dict() for m in ALL_MODES}
+
+    def to_json(self) -> str:
+        """The config as a JSON string, one object per mode that is set (smdebug's ``to_json``); see :meth:`from_json`."""
+        return json.dumps({m.name: self.get_save_config(m).to_json_dict() for m in ALL_MODES if self.is_set(m)})
+
+    @classmethod
+    def from_json(cls, text: str) -> SaveConfig:
+        """The config of a :meth:`to_json` string. Raises ConfigError if it is not one."""
+        try:
+            doc = json.loads(text)
+        except ValueError as err:
+            raise ConfigError(f"not a save config JSON string: {err}", where="save config") from err
+        if not isinstance(doc, dict) or not all(isinstance(v, dict) for v in doc.values()):
+            raise ConfigError(f"a save config JSON string maps mode names to objects, got {doc!r}", where="save config")
+        return cls({ModeKeys.parse(name): SaveConfigMode.from_dict(values) for name, values in doc.items()})
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, SaveConfig):

@@ -20,9 +20,13 @@ the step in progress. Creating files is what costs on a real disk (about 0.5 ms 
 directory here, against 10 us for a rename), so a background thread creates them ahead of need:
 the index file of the open step and, when steps are saved back to back, the event and index files
 of the next step while this one runs; a wrong guess is removed. Their temporary names
-are all a crash can leave. With ``lag > 0`` (remote storage) commits run on that thread and up to
-``lag`` closed steps may still be uploading; :meth:`TrialWriter.flush` waits for them and raises
-the first error met.
+are all a crash can leave. With ``lag > 0`` commits run on that thread and up to ``lag`` closed
+steps may still be in flight; :meth:`TrialWriter.flush` waits for them and raises the first error met.
+
+Remote storage (S3) goes through an :class:`~sdk_ext.storage.spool.UploadSpool`: a step's files are
+written to local disk and committed to the spool as one group (event file, then index), which
+uploads groups in order on its own thread and rides out outages (see :mod:`sdk_ext.storage.spool`);
+a step the full spool refuses is dropped whole, so no index ever points at a missing event file.
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ from sdk_ext.format.paths import DEFAULT_WORKER, END_OF_JOB, collections_key, ev
 from sdk_ext.modes import ModeKeys
 from sdk_ext.storage.base import ObjectWriter, Storage
 from sdk_ext.storage.local import LocalStorage
+from sdk_ext.storage.spool import UploadSpool
 
 logger = logging.getLogger(__name__)
 
@@ -162,6 +167,8 @@ class TrialWriter:
         background: use a background thread (to create files ahead, or to commit when ``lag > 0``).
         lag: how many closed steps may still be in flight when the next step opens; 0 means a
             step is complete before the next one starts (see the module doc).
+        spool: write through this upload spool to ``storage`` (remote storage; ``background`` is
+            then not needed: committing to the spool is a local rename).
     """
 
     def __init__(
@@ -172,13 +179,16 @@ class TrialWriter:
         clock: Callable[[], float] = time.time,
         background: bool = True,
         lag: int = 0,
+        spool: UploadSpool | None = None,
     ) -> None:
         self.storage = storage
+        self.spool = spool
         self.worker = worker
         self.clock = clock
         self.lag = lag
         self._committer = _Committer(max_pending=lag + 4) if background else None
-        self._prepare = background and isinstance(storage, LocalStorage)
+        self._prepare = background and spool is None and isinstance(storage, LocalStorage)
+        self.dropped_steps = 0  #: steps the full spool refused
         self._next: tuple[_Prepared | None, _Prepared | None] | None = None  # (event, index) of the step expected next
         self._last_saved = -2
         self._step: _OpenStep | None = None
@@ -266,7 +276,7 @@ class TrialWriter:
         )
         if st.writer is None:
             st.event_file = event_key(st.step, self.worker)
-            st.writer = self.storage.open_write(st.event_file)
+            st.writer = (self.spool or self.storage).open_write(st.event_file)
         writer = st.writer
         if length < 4096:
             writer.write(b"".join(parts))
@@ -299,6 +309,14 @@ class TrialWriter:
         if st.writer is not None and not st.tensors:
             self._discard(_Prepared(st.event_file, st.writer))
         index = st.index
+        if self.spool is not None:
+            entry = self.spool.open_write(index_key(st.step, self.worker))
+            entry.write(data)
+            files = [event_writer, entry] if event_writer is not None else [entry]
+            if not self.spool.submit(files, label=f"step {st.step}"):  # type: ignore[arg-type]
+                self.dropped_steps += 1
+            self._last_saved = st.step
+            return True
 
         def commit() -> None:
             if event_writer is not None:
@@ -335,14 +353,27 @@ class TrialWriter:
         """(Re)write this worker's collections file, atomically."""
         data = encode_collections(collections)
         key = collections_key(self.worker)
+        if self.spool is not None:
+            self.spool.write(key, data)
+            return
         self._run(lambda: self.storage.write(key, data), inline=False)
 
     def write_end_marker(self) -> None:
         """Write the empty ``training_job_end.ts`` after everything queued so far."""
+        if self.spool is not None:
+            self.spool.write(END_OF_JOB, b"")
+            return
         self._run(lambda: self.storage.write(END_OF_JOB, b""), inline=False)
 
     def flush(self) -> None:
-        """Wait until everything submitted is written; raise the first error met."""
+        """Wait until everything submitted is written; raise the first error met. Through a spool:
+        wait at most its ``drain_timeout`` (what is left keeps uploading) and raise only a
+        permanent failure."""
+        if self.spool is not None:
+            if not self.spool.drain():
+                logger.info("sdk_ext: flush: %d steps still waiting to upload to %s", self.spool.pending_steps,
+                            self.spool.uri)
+            self.spool.raise_error()
         if self._committer is not None:
             self._committer.join()
 
@@ -355,10 +386,13 @@ class TrialWriter:
                 self._discard(self._next[0])
                 self._discard(self._next[1])
                 self._next = None
-            self.flush()
+            if self.spool is None:
+                self.flush()
         finally:
             if self._committer is not None:
                 self._committer.stop()
+            if self.spool is not None:
+                self.spool.close()  # waits drain_timeout at most; logs what is left and where
 
 
 __all__ = ["TrialWriter"]

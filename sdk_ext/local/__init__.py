@@ -31,7 +31,7 @@ from sdk_ext.local.runner import JobRunner, LocalSettings
 
 def run_training_job(request: dict[str, Any], *, settings: LocalSettings | None = None,
                      job_dir: str | os.PathLike[str] | None = None, entry_point: str | os.PathLike[str] | None = None,
-                     script_args: Sequence[str] = (), zero_change: bool = False) -> dict[str, Any]:
+                     script_args: Sequence[str] = (), zero_change: bool | None = None) -> dict[str, Any]:
     """Run a CreateTrainingJob request locally to its end; returns the final DescribeTrainingJob response."""
     client = LocalSageMakerClient(settings)
     return client.run_training_job(request, job_dir=job_dir, entry_point=entry_point, script_args=script_args,

@@ -22,6 +22,7 @@ from sdk_ext.local.console import Console
 from sdk_ext.local.processes import Child, stop_all
 from sdk_ext.local.report_data import locate
 from sdk_ext.modes import ModeKeys
+from sdk_ext.rules.status import CHECKED_NOTHING, checked_nothing, reason
 
 
 def add_parsers(sub: Any) -> None:
@@ -56,6 +57,18 @@ def add_parsers(sub: Any) -> None:
     p.set_defaults(handler=report_command)
 
 
+def _existing(path: str) -> str:
+    """``path`` (a trial or job directory, or an ``s3://`` URI, kept as it is) if it can hold a trial.
+
+    Raises:
+        ConfigError: a local path that does not exist (said at once, not after the trial's wait).
+    """
+    if not path.startswith("s3://") and not os.path.exists(path):
+        raise ConfigError(f"{path} does not exist; give a trial directory, a job directory (sdk-ext run makes "
+                          "them under ./sdk-ext-jobs) or an s3://bucket/prefix", where="arguments")
+    return path
+
+
 # --- trial ------------------------------------------------------------------------------------------
 
 def _stats(value: np.ndarray[Any, Any]) -> dict[str, Any]:
@@ -76,7 +89,7 @@ def _stats(value: np.ndarray[Any, Any]) -> dict[str, Any]:
 def trial_command(args: argparse.Namespace, console: Console) -> int:
     from sdk_ext.trials import create_trial
 
-    trial_path, _, _ = locate(args.path)
+    trial_path, _, _ = locate(_existing(args.path))
     trial = create_trial(trial_path, timeout=args.timeout)
     mode = ModeKeys[args.mode] if args.mode else ModeKeys.GLOBAL
     if args.tensor:
@@ -150,7 +163,7 @@ def rules_command(args: argparse.Namespace, console: Console) -> int:
 
     if not args.rule and not args.custom_rule:
         raise ConfigError("name at least one --rule NAME or --custom-rule FILE.py:CLASS", where="arguments")
-    trial_path, _, _ = locate(args.path)
+    trial_path, _, _ = locate(_existing(args.path))
     request = build_request(script=None, base={"TrainingJobName": "sdk-ext-rules"}, job_name=None, rules=args.rule,
                             rule_params=args.rule_param, custom_rules=args.custom_rule)
     extra: list[str] = []
@@ -159,7 +172,7 @@ def rules_command(args: argparse.Namespace, console: Console) -> int:
         if not steps:
             raise ConfigError(f"the trial at {trial_path} has no saved steps", where="arguments")
         extra = ["--end-step", str(steps[-1] + 1)]
-    evaluate_py = deployment.rules_dir() / "evaluate.py"
+    evaluator = deployment.evaluator_command()
     env = rule_jobs.evaluator_env(os.environ, deployment.child_pythonpath(os.environ.get("PYTHONPATH")))
     root = args.output_dir or Path(tempfile.mkdtemp(prefix="sdk-ext-rules-"))
     procs: list[rule_jobs.RuleProcess] = []
@@ -167,7 +180,7 @@ def rules_command(args: argparse.Namespace, console: Console) -> int:
         name = rule["RuleConfigurationName"]
         out = root / name
         out.mkdir(parents=True, exist_ok=True)
-        argv = rule_jobs.evaluator_argv(python=sys.executable, evaluate_py=evaluate_py, trial_dir=Path(trial_path),
+        argv = rule_jobs.evaluator_argv(python=sys.executable, evaluator=evaluator, trial_dir=trial_path,
                                         output_dir=out, rule_configuration_name=name,
                                         rule_parameters=rule_jobs.describe_rule_parameters(rule),
                                         poll_interval=0.2, extra=extra)
@@ -192,11 +205,12 @@ def rules_command(args: argparse.Namespace, console: Console) -> int:
     if args.json:
         console.result(json.dumps(rows))
     else:
-        for row in rows:
-            step = f" at step {row['Step']}" if row["Step"] is not None else ""
-            detail = str(row["StatusDetails"] or "").strip().splitlines()
-            console.result(f"{row['RuleConfigurationName']}: {row['RuleEvaluationStatus']}{step}"
-                           + (f" ({detail[0][:200]})" if detail else ""))
+        for name, found in results.items():
+            step = f" at step {found.step}" if found.step is not None else ""
+            status, why = found.status, reason(found.details)
+            if checked_nothing(found.details):
+                status, why = "NoIssuesFound, but it checked nothing", why[len(CHECKED_NOTHING):].strip()
+            console.result(f"{name}: {status}{step}" + (f" ({why})" if why else ""))
         if args.output_dir:
             console.result(f"status files and logs: {root}")
     statuses = {s.status for s in results.values()}
@@ -208,7 +222,7 @@ def rules_command(args: argparse.Namespace, console: Console) -> int:
 def report_command(args: argparse.Namespace, console: Console) -> int:
     from sdk_ext.local.report import outcome, write_report
 
-    _, _, job_dir = locate(args.path, args.job)
+    _, _, job_dir = locate(_existing(args.path), args.job)
     out = args.output or ((job_dir / "report.html") if job_dir is not None else Path("report.html"))
     data = write_report(args.path, out, job_file=args.job, progress=console.progress, max_series=args.max_series)
     console.done()

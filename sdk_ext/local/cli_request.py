@@ -7,6 +7,7 @@ one made for SageMaker. S3 paths in it are placeholders locally: the job directo
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -18,6 +19,7 @@ import smdebug_rulesconfig as rule_configs
 
 from sdk_ext.debugger import CollectionConfig, DebuggerHookConfig, Rule, apply_debugger
 from sdk_ext.exceptions import ConfigError
+from sdk_ext.rules.builtin import BUILTIN_RULES
 
 LOCAL_OUTPUT = "s3://sdk-ext-local/output"  # a placeholder: local jobs write into their job directory
 REGION = "us-east-1"  # only names the (unused) rule images
@@ -43,10 +45,17 @@ def builtin_rule(name: str) -> dict[str, Any]:
     table = {_key(n): n for n in dir(rule_configs) if not n.startswith("_") and n.islower()
              and callable(getattr(rule_configs, n))}
     table = {k: v for k, v in table.items() if isinstance(_call(v), Mapping) and "DebugRuleConfiguration" in _call(v)}
+    runnable = {_key(n) for n in BUILTIN_RULES}  # the evaluator's; rulesconfig also has report rules
     found = table.get(_key(name))
+    if found is not None and _key(name) not in runnable:
+        raise ConfigError(f"--rule {name!r} is a SageMaker report rule, which the local rule evaluator does not "
+                          f"run; tensor rules: {', '.join(sorted(BUILTIN_RULES))}", where="arguments")
+    table = {k: v for k, v in table.items() if k in runnable}
     if found is None:
         names = sorted(_call(v)["DebugRuleConfiguration"]["RuleConfigurationName"] for v in table.values())
-        raise ConfigError(f"--rule {name!r}: not a built-in rule; choose one of {', '.join(names)} "
+        close = difflib.get_close_matches(_key(name), [_key(n) for n in names], n=1, cutoff=0.6)
+        guess = next((f"did you mean {n}? " for n in names if close and _key(n) == close[0]), "")
+        raise ConfigError(f"--rule {name!r}: not a built-in rule; {guess}choose one of {', '.join(names)} "
                           "(or --custom-rule FILE.py:CLASS)", where="arguments")
     config: dict[str, Any] = _call(found)
     return config

@@ -39,8 +39,12 @@ def add_parser(sub: Any) -> None:
                    "SageMaker's rule defaults save every 500 steps)")
     p.add_argument("-H", "--hyperparameter", action="append", default=[], metavar="KEY=VALUE",
                    help="passed to the script as --KEY VALUE")
-    p.add_argument("--zero-change", action="store_true",
-                   help="run the script through sdk_ext.pytorch.run (a hook without code changes)")
+    zero = p.add_mutually_exclusive_group()
+    zero.add_argument("--zero-change", dest="zero_change", action="store_const", const=True, default=None,
+                      help="always add the hook without code changes (the default for a script that imports torch or xgboost, "
+                      "as SageMaker's framework containers do)")
+    zero.add_argument("--no-zero-change", dest="zero_change", action="store_const", const=False,
+                      help="run the script as it is: only the hook its own code creates saves data")
     p.add_argument("--no-auto-stop", action="store_true", help="do not deliver events to the auto-stop handler")
     p.add_argument("--stop-grace", type=float, default=10.0, help="seconds from SIGTERM to SIGKILL (default 10)")
     p.add_argument("--rule-timeout", type=float, default=60.0,
@@ -68,6 +72,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         script=args.script, base=base, job_name=args.job_name, rules=args.rule, rule_params=args.rule_param,
         custom_rules=args.custom_rule, collections=args.collection, collection_params=args.collection_param,
         hook_params=args.hook_param, hyperparameters=args.hyperparameter, save_interval=save_interval)
+    _refuse_bad_hook_config(request, args)
     echo = console.result if args.verbose and not args.quiet else console.echo
     settings = LocalSettings(jobs_root=args.jobs_dir, stop_grace=args.stop_grace, rule_timeout=args.rule_timeout,
                              auto_stop=not args.no_auto_stop, output=echo)
@@ -76,8 +81,12 @@ def run(args: argparse.Namespace, console: Console) -> int:
     console.status(f"{runner.name}: starting")
     watcher = _Watcher(runner, console)
     watcher.start()
+    interrupted = False
     try:
         final = runner.run()
+    except KeyboardInterrupt:  # the runner stopped the job and ended every child; say what was saved
+        interrupted = True
+        final = runner.job.describe()
     finally:
         watcher.stop()
         console.done()
@@ -87,7 +96,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
 
         report_path = args.report_file or runner.dir.root / "report.html"
         try:
-            write_report(runner.dir.root, report_path, progress=console.progress)
+            write_report(runner.dir.root, report_path, progress=console.progress, trial_timeout=0)
         except Exception as err:  # noqa: BLE001 (the job ran; a report that cannot be drawn is reported, not fatal)
             console.result(f"report not written: {type(err).__name__}: {err}")
             report_path = None
@@ -100,21 +109,73 @@ def run(args: argparse.Namespace, console: Console) -> int:
     else:
         for line in summary_lines(final, runner.dir.root, report_path):
             console.result(line)
+    if interrupted:
+        console.result("interrupted (Ctrl-C): the job was stopped")
+        return 130
     status = final["TrainingJobStatus"]
     if args.expect_status is not None and status != args.expect_status:
         console.result(f"expected the job to end {args.expect_status}, but it ended {status}")
         return 1
+    if _all_rules_without_data(final):
+        return 1
     return 1 if status == "Failed" and args.expect_status != "Failed" else 0
+
+
+def _all_rules_without_data(final: dict[str, Any]) -> bool:
+    """Every rule ended in Error because the job saved nothing: nothing was checked, so not a success."""
+    rules = final.get("DebugRuleEvaluationStatuses") or []
+    return bool(rules) and all(r["RuleEvaluationStatus"] == "Error" and "No debugging data" in
+                               (r.get("StatusDetails") or "") for r in rules)
+
+
+def _refuse_bad_hook_config(request: dict[str, Any], args: argparse.Namespace) -> None:
+    """What the job's hook would refuse (and then save nothing) is refused now, naming the option.
+
+    Raises:
+        ConfigError: one line per problem, each led by the option that caused it.
+    """
+    from sdk_ext.local import preflight
+
+    named = []  # keys the hook would ignore (with a warning in the job's log): a typo here is refused
+    for item in args.hook_param:
+        for key, hint in preflight.unknown_keys([item.partition("=")[0]], collection=False):
+            named.append(f"--hook-param {item}: the hook has no parameter {key!r}{hint}")
+    for item in args.collection_param:
+        for key, hint in preflight.unknown_keys([item.partition(":")[2].partition("=")[0]], collection=True):
+            named.append(f"--collection-param {item}: a collection has no parameter {key!r}{hint}")
+    problems = list(dict.fromkeys(preflight.hook_config_problems(request)))
+    if not problems and not named:
+        return
+    collections = list(dict.fromkeys([*args.collection, *(c.partition(":")[0] for c in args.collection_param)]))
+    for problem in problems:
+        prefix, hint = "", ""
+        bad_collection = next((c for c in collections if f"collection {c!r}" in problem), None)
+        bad_param = next((h for h in args.hook_param if h.partition("=")[0] in problem), None)
+        if bad_collection is not None:
+            prefix = f"--collection {bad_collection}: "
+            if "did you mean" not in problem:
+                hint = preflight.did_you_mean(bad_collection, preflight.known_collections())
+            problem = problem.replace(f"({bad_collection}:include_regex=", f"(--collection-param {bad_collection}:"
+                                      "include_regex=")
+        elif bad_param is not None:
+            prefix = f"--hook-param {bad_param}: "
+        elif "save_interval" in problem and args.save_interval is not None:
+            prefix = f"--save-interval {args.save_interval}: "
+        named.append(prefix + problem + hint)
+    raise ConfigError(named, where="hook configuration; the job was not started")
 
 
 def summary_lines(final: dict[str, Any], job_dir: Path, report: Path | None) -> list[str]:
     """What ``sdk-ext run`` prints at the end (``make demo`` shows it)."""
+    from sdk_ext.local.preflight import no_data_note
     from sdk_ext.local.report_data import step_text, stop_decisions, verdict_step_modes, verdicts_of
+    from sdk_ext.rules.status import CHECKED_NOTHING, checked_nothing, reason
 
     lines = [f"Job {final['TrainingJobName']}: {final['TrainingJobStatus']} ({final['SecondaryStatus']})"]
     if final.get("FailureReason"):
         lines.append("  FailureReason: " + final["FailureReason"].replace("\n", "\n    "))
-    verdicts = {v.rule: v for v in verdicts_of(json.loads((job_dir / "job.json").read_text()))}
+    job = json.loads((job_dir / "job.json").read_text())
+    verdicts = {v.rule: v for v in verdicts_of(job)}
     modes = verdict_step_modes(job_dir, [v.step for v in verdicts.values() if v.step is not None])
     for decision in stop_decisions(job_dir):
         for rule in decision.get("rules") or []:
@@ -122,9 +183,15 @@ def summary_lines(final: dict[str, Any], job_dir: Path, report: Path | None) -> 
             lines.append(f"  rule {rule} stopped the job" + (f" at step {step_text(step, modes)}" if step is not None
                                                              else ""))
     for v in verdicts.values():
-        detail = v.details.strip().splitlines()[0] if v.details.strip() else ""
-        lines.append(f"  {v.rule}: {v.status}" + (f" at step {step_text(v.step, modes)}" if v.step is not None else "")
-                     + (f" ({detail[:160]})" if detail else ""))
+        why = reason(v.details)
+        status = v.status
+        if checked_nothing(v.details):
+            status, why = "NoIssuesFound, but it checked nothing", why[len(CHECKED_NOTHING):].strip()
+        lines.append(f"  {v.rule}: {status}" + (f" at step {step_text(v.step, modes)}" if v.step is not None else "")
+                     + (f" ({why})" if why else ""))
+    no_data = no_data_note(job, job_dir)
+    if no_data:
+        lines.append(f"  no debugging data was saved: {no_data}")
     lines.append(f"  job directory: {job_dir}")
     if report is not None:
         lines.append(f"  report: {report.resolve()}")
@@ -132,7 +199,7 @@ def summary_lines(final: dict[str, Any], job_dir: Path, report: Path | None) -> 
 
 
 class _Watcher:
-    """Shows the job's live state on the status line (terminal only)."""
+    """Shows the job's live state on the status line (terminal only): see progress.py."""
 
     def __init__(self, runner: Any, console: Console) -> None:
         self.runner = runner
@@ -150,8 +217,11 @@ class _Watcher:
             self._thread.join(timeout=2)
 
     def _loop(self) -> None:
+        from sdk_ext.local.progress import Clock, Seen, TrialWatch, status_line
+
+        clock, watch, seen, tick = Clock(), TrialWatch(self.runner.trial_dir), Seen(), 0
         while not self._stop.wait(0.25):
-            d = self.runner.job.describe()
-            rules = " ".join(f"{r['RuleConfigurationName']}={r['RuleEvaluationStatus']}"
-                             for r in d.get("DebugRuleEvaluationStatuses") or [])
-            self.console.status(f"{d['TrainingJobName']}: {d['TrainingJobStatus']}/{d['SecondaryStatus']} {rules}")
+            if tick % 4 == 0:  # the trial once a second; the job state and the clock four times
+                seen = watch.seen()
+            tick += 1
+            self.console.status(status_line(self.runner.job.describe(), seen, clock.elapsed()))

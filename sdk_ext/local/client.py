@@ -52,7 +52,7 @@ class LocalSageMakerClient:
 
     def prepare_job(self, request: dict[str, Any], *, job_dir: str | os.PathLike[str] | None = None,
                     entry_point: str | os.PathLike[str] | None = None, script_args: Sequence[str] = (),
-                    zero_change: bool = False) -> JobRunner:
+                    zero_change: bool | None = None) -> JobRunner:
         """Register a job and prepare its directory, without starting it.
 
         Raises:

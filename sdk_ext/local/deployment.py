@@ -1,10 +1,14 @@
-"""Where the two deployment roots are, and loading the auto-stop function from one of them.
+"""How the rule evaluator is started, and loading the auto-stop function.
 
-``rules/evaluate.py`` (the rule evaluator) and ``lambda/auto_stop.py`` (the auto-stop function) are not
-packages (DESIGN.md): they live beside ``sdk_ext/`` in the checkout, which is also where
-``pip install -e .`` leaves them. Each is found, in this order, from an explicit argument, an
-environment variable (``SDK_EXT_RULES_DIR``, ``SDK_EXT_LAMBDA_DIR``), or the checkout this package
-was imported from.
+The rule evaluator is :mod:`sdk_ext.evaluator` (``rules/evaluate.py`` is its thin container entry
+point): it runs as ``python -m sdk_ext.evaluator`` unless a rules directory holding another
+``evaluate.py`` is given (argument or ``SDK_EXT_RULES_DIR``).
+
+The auto-stop function (``lambda/auto_stop.py`` and ``auto_stop_policy.py``) is not a package
+(DESIGN.md): ``lambda/`` is the Lambda asset, and the wheel installs the same two files as
+``sdk_ext/lambda_function/`` (setup.py maps the directory; there is no second copy in the checkout).
+They are found, in this order, from an explicit argument, ``SDK_EXT_LAMBDA_DIR``, the installed
+package, or the checkout this package was imported from; and loaded as Lambda loads them.
 """
 
 from __future__ import annotations
@@ -17,32 +21,51 @@ from types import ModuleType
 
 from sdk_ext.exceptions import ConfigError
 
-CHECKOUT = Path(__file__).resolve().parent.parent.parent
+PACKAGE = Path(__file__).resolve().parent.parent
+CHECKOUT = PACKAGE.parent
 SDK_EXT_PARENT = CHECKOUT  # the directory to put on PYTHONPATH so children import this same sdk_ext
+PACKAGED_LAMBDA = PACKAGE / "lambda_function"  # lambda/, as the wheel installs it
+EVALUATOR_MODULE = "sdk_ext.evaluator"
 
 
-def _find(explicit: str | os.PathLike[str] | None, env: str, leaf: str, file: str) -> Path:
-    candidates = [(Path(explicit), "given")] if explicit is not None else []
-    if os.environ.get(env):
-        candidates.append((Path(os.environ[env]), f"${env}"))
-    candidates.append((CHECKOUT / leaf, "the checkout sdk_ext was imported from"))
+def _find(candidates: list[tuple[Path, str]], env: str, leaf: str, file: str) -> Path:
     for directory, _ in candidates:
         if (directory / file).is_file():
             return directory.resolve()
     tried = ", ".join(f"{d / file} ({why})" for d, why in candidates)
     raise ConfigError(
-        f"{leaf}/{file} not found (tried {tried}); run from a checkout of sdk_ext (pip install -e .), "
-        f"or set {env} to the directory that holds {file}", where="sdk_ext.local")
+        f"{leaf}/{file} not found (tried {tried}); install sdk-ext (pip install sdk-ext) or run from a "
+        f"checkout of sdk_ext, or set {env} to the directory that holds {file}", where="sdk_ext.local")
 
 
-def rules_dir(explicit: str | os.PathLike[str] | None = None) -> Path:
-    """The directory holding ``evaluate.py``."""
-    return _find(explicit, "SDK_EXT_RULES_DIR", "rules", "evaluate.py")
+def _given(explicit: str | os.PathLike[str] | None, env: str) -> list[tuple[Path, str]]:
+    candidates = [(Path(explicit), "given")] if explicit is not None else []
+    if os.environ.get(env):
+        candidates.append((Path(os.environ[env]), f"${env}"))
+    return candidates
+
+
+def evaluator_command(explicit: str | os.PathLike[str] | None = None) -> list[str]:
+    """The rule evaluator's command after the Python interpreter.
+
+    ``[<dir>/evaluate.py]`` when a rules directory is given (``explicit`` or ``SDK_EXT_RULES_DIR``),
+    else ``["-m", "sdk_ext.evaluator"]``, the evaluator of this package.
+
+    Raises:
+        ConfigError: a rules directory was given but holds no ``evaluate.py``.
+    """
+    given = _given(explicit, "SDK_EXT_RULES_DIR")
+    if not given:
+        return ["-m", EVALUATOR_MODULE]
+    return [str(_find(given, "SDK_EXT_RULES_DIR", "rules", "evaluate.py") / "evaluate.py")]
 
 
 def lambda_dir(explicit: str | os.PathLike[str] | None = None) -> Path:
     """The directory holding ``auto_stop.py`` and ``auto_stop_policy.py``."""
-    return _find(explicit, "SDK_EXT_LAMBDA_DIR", "lambda", "auto_stop.py")
+    candidates = _given(explicit, "SDK_EXT_LAMBDA_DIR")
+    candidates.append((PACKAGED_LAMBDA, "the installed sdk_ext"))
+    candidates.append((CHECKOUT / "lambda", "the checkout sdk_ext was imported from"))
+    return _find(candidates, "SDK_EXT_LAMBDA_DIR", "lambda", "auto_stop.py")
 
 
 def _same_file(module: ModuleType | None, path: Path) -> bool:

@@ -8,7 +8,9 @@ What a local request runs (first match):
    URI or ``.tar.gz``), as SageMaker's framework estimators send it: ``python <program>`` in that directory.
 
 A Python entry point gets the non-``sagemaker_*`` hyperparameters as ``--name value`` arguments, then
-``script_args``; ``zero_change`` runs it through ``python -m sdk_ext.pytorch.run``.
+``script_args``. It runs through its framework's zero-change launcher (``python -m sdk_ext.pytorch.run``)
+when it imports a framework that has one, as SageMaker's framework containers add the hook
+(frameworks.py); ``zero_change`` True forces that, False turns it off, None decides by the imports.
 """
 
 from __future__ import annotations
@@ -24,9 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from sdk_ext.exceptions import ConfigError
-from sdk_ext.local import layout
+from sdk_ext.local import frameworks, layout, request_check
 
-JOB_NAME = re.compile(r"[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}")  # SageMaker's TrainingJobName pattern
+_FILE_LINE = re.compile(r'^File "(.+)", line (\d+)')
 _ERROR_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt|Warning|Failure)\b.*$|^[A-Za-z_][\w.]*: .+$")
 
 
@@ -41,33 +43,27 @@ class Command:
 
 
 def check_request(request: Mapping[str, Any]) -> None:
-    """Raise ConfigError listing what a local job cannot run with."""
-    problems = []
-    name = request.get("TrainingJobName")
-    if not isinstance(name, str) or not JOB_NAME.fullmatch(name):
-        problems.append(f"TrainingJobName {name!r}: 1-63 letters, digits and hyphens, starting with a letter "
-                        "or digit (SageMaker's rule)")
-    for i, rule in enumerate(request.get("DebugRuleConfigurations") or []):
-        if not isinstance(rule, Mapping) or not rule.get("RuleConfigurationName"):
-            problems.append(f"DebugRuleConfigurations[{i}] has no RuleConfigurationName")
-    names = [r.get("RuleConfigurationName") for r in request.get("DebugRuleConfigurations") or []
-             if isinstance(r, Mapping)]
-    if len(set(names)) != len(names):
-        problems.append(f"RuleConfigurationName values must be unique, got {names}")
-    if problems:
-        raise ConfigError(problems, where="CreateTrainingJob request")
+    """Raise ConfigError listing every name and path SageMaker's API would refuse (:mod:`.request_check`)."""
+    request_check.check_request(request)
+
+
+def check_paths(job_dir: layout.JobDir, request: Mapping[str, Any]) -> None:
+    """Raise ConfigError naming every field that would put a file of the job outside ``job_dir``."""
+    request_check.check_request(request, job_dir.root)
+
 
 
 def _python_command(python: str, script: Path, cwd: Path, hps: Mapping[str, Any], script_args: Sequence[str],
-                    zero_change: bool) -> Command:
+                    zero_change: bool | None) -> Command:
     user_args = [*layout.hyperparameter_args(hps), *script_args]
-    launcher = [python, "-m", "sdk_ext.pytorch.run"] if zero_change else [python]
+    module = frameworks.launcher(script, zero_change)
+    launcher = [python, "-m", module] if module else [python]
     return Command([*launcher, str(script), *user_args], cwd, script.name, user_args)
 
 
 def resolve_command(request: Mapping[str, Any], job_dir: layout.JobDir, *, python: str,
                     entry_point: str | os.PathLike[str] | None, script_args: Sequence[str],
-                    zero_change: bool) -> Command:
+                    zero_change: bool | None) -> Command:
     """What the job runs (the module docstring's rules).
 
     Raises:
@@ -99,6 +95,9 @@ def resolve_command(request: Mapping[str, Any], job_dir: layout.JobDir, *, pytho
                               "a file:// URI or a local .tar.gz (S3 is not downloaded)", where="local job")
         code_dir = _unpack(source, job_dir.root / "code") if source.is_file() else source.resolve()
     script = code_dir / program
+    if not request_check.inside(code_dir, script):
+        raise ConfigError(f"HyperParameters.sagemaker_program {program!r} resolves outside its submit directory "
+                          f"{code_dir}; name a script inside it (e.g. train.py)", where="CreateTrainingJob request")
     if not script.is_file():
         raise ConfigError(f"sagemaker_program {program!r} is not a file in {code_dir}", where="local job")
     return _python_command(python, script, code_dir, hps, script_args, zero_change)
@@ -124,6 +123,11 @@ def failure_reason(exit_code: int, command: Command, job_dir: layout.JobDir, out
         return written
     lines = [ln.strip() for ln in output_tail.splitlines() if ln.strip()]
     message = next((ln for ln in reversed(lines) if _ERROR_LINE.match(ln)), lines[-1] if lines else "")
+    if message.startswith(("SyntaxError", "IndentationError", "TabError")):
+        # the traceback's last frame names the file and line the parser stopped at; the message does not
+        where = next((m for ln in reversed(lines) if (m := _FILE_LINE.match(ln))), None)
+        if where is not None:
+            message += f" ({where.group(1)}, line {where.group(2)})"
     code = f"{exit_code} (killed by {signal.Signals(-exit_code).name})" if exit_code < 0 and \
         -exit_code in signal.Signals._value2member_map_ else str(exit_code)
     return (f"AlgorithmError: ExecuteUserScriptError:\nExitCode {code}\nErrorMessage \"{message}\"\n"

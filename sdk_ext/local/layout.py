@@ -37,6 +37,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from sdk_ext.format.paths import END_OF_JOB
+from sdk_ext.local import request_check
 
 logger = logging.getLogger(__name__)
 
@@ -91,17 +92,18 @@ class JobDir:
         return self.root / "request.json"
 
     def rule_dir(self, rule_configuration_name: str) -> Path:
-        return self.root / "rules" / rule_configuration_name
+        """``rules/<name>``; ValueError for a name that is not one directory name (see request_check)."""
+        rules = self.root / "rules"
+        if not request_check.one_below(rules, rule_configuration_name):
+            raise ValueError(f"RuleConfigurationName {rule_configuration_name!r} is not a plain directory name")
+        return rules / rule_configuration_name
 
     def rebase(self, container_path: str | None, default: Path) -> Path:
-        """A container path (``/opt/ml/...``) inside this job directory; other paths as given."""
+        """A container path (``/opt/ml/...``, normalized) inside this job directory; other paths as given
+        (:func:`~sdk_ext.local.request_check.path_problems` refuses those before a job starts)."""
         if not container_path:
             return default
-        path = Path(container_path)
-        try:
-            return self.root / path.relative_to(CONTAINER_ROOT)
-        except ValueError:
-            return path
+        return request_check.container_path(self.root, container_path) or Path(container_path)
 
 
 def write_json(path: Path, value: Any) -> None:
@@ -149,6 +151,11 @@ def hyperparameter_args(hyperparameters: Mapping[str, Any]) -> list[str]:
     return args
 
 
+def _asks_for_tensorboard(hook_parameters: Mapping[str, Any]) -> bool:
+    value = hook_parameters.get("export_tensorboard")
+    return value is True or str(value).strip().lower() == "true" or bool(hook_parameters.get("tensorboard_dir"))
+
+
 def prepare(job_dir: JobDir, request: Mapping[str, Any]) -> dict[str, Path]:
     """Create the directory tree and the config files. Returns the data channels' paths by name."""
     for d in (job_dir.config, job_dir.data, job_dir.model, job_dir.output / "data", job_dir.training_log.parent):
@@ -159,6 +166,10 @@ def prepare(job_dir: JobDir, request: Mapping[str, Any]) -> dict[str, Path]:
     if hook is not None:
         write_json(job_dir.config / "debughookconfig.json", {**hook, "LocalPath": str(trial_dir(job_dir, request))})
     board = request.get("TensorBoardOutputConfig")
+    if board is None and hook is not None and _asks_for_tensorboard(hook.get("HookParameters") or {}):
+        # Inside a job the hook exports TensorBoard files only when the platform gave it a
+        # TensorBoardOutputConfig; a local job honours the hook parameter by giving it one.
+        board = {"LocalPath": (hook.get("HookParameters") or {}).get("tensorboard_dir") or None}
     if board is not None:
         board_dir = job_dir.rebase(board.get("LocalPath"), job_dir.output / "tensorboard")
         write_json(job_dir.config / "tensorboardoutputconfig.json", {**board, "LocalPath": str(board_dir)})
@@ -177,6 +188,8 @@ def prepare(job_dir: JobDir, request: Mapping[str, Any]) -> dict[str, Path]:
         input_config[name] = {"TrainingInputMode": channel.get("InputMode", "File"),
                               "S3DistributionType": source.get("S3DataDistributionType", "FullyReplicated"),
                               "RecordWrapperType": channel.get("RecordWrapperType", "None")}
+        if not request_check.one_below(job_dir.data, name):  # refused by check_paths already; never write outside
+            raise ValueError(f"ChannelName {name!r} is not a plain directory name")
         target = job_dir.data / name
         local = local_source(source.get("S3Uri", ""))
         if local is not None and local.exists() and not target.exists():

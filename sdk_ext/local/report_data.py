@@ -9,7 +9,12 @@ DescribeTrainingJob response). Plotted:
 * gradient and weight norms per layer: the ``gradients`` / ``weights`` collections (else tensors named
   ``gradient/...`` / ``*.weight``), L2 norm per step, the stored ``l2`` reduction when the hook saved
   one, else computed from the saved value;
+* saved scalars: ``scalar/...`` tensors (``hook.save_scalar``) and the ``metrics`` / ``sm_metrics`` /
+  ``optimizer_variables`` collections (a learning rate), value per step;
 * rule verdicts: each rule status with a step (IssuesFound) is a marker on every chart.
+
+Beside the charts: each rule's parameters (from the job's DebugRuleConfigurations), why a job saved
+no data (preflight.py), and the tail of the training log when the job failed.
 
 Every chart's x axis is the global step, over the same range (the trial's first to last saved step),
 so a step lines up across charts. A verdict's step is shown with its mode step (``58 (TRAIN step 42)``)
@@ -33,7 +38,8 @@ from typing import Any
 
 import numpy as np
 
-from sdk_ext.exceptions import SdkExtError
+from sdk_ext.exceptions import MissingCollectionFiles, SdkExtError
+from sdk_ext.local.report_xgboost import Importance, importance, metric_series
 from sdk_ext.local.rule_jobs import step_from_details
 from sdk_ext.local.svg import Series
 from sdk_ext.modes import ModeKeys
@@ -77,6 +83,12 @@ class ReportData:
     losses: Panel = field(default_factory=lambda: Panel([]))
     gradients: Panel = field(default_factory=lambda: Panel([]))
     weights: Panel = field(default_factory=lambda: Panel([]))
+    scalars: Panel = field(default_factory=lambda: Panel([]))
+    rule_parameters: dict[str, dict[str, str]] = field(default_factory=dict)  # rule -> RuleParameters
+    no_data: str | None = None  # why the job saved nothing (None: it saved something, or no job)
+    log_tail: list[str] = field(default_factory=list)  # the training log's last lines, when the job failed
+    metrics: Panel = field(default_factory=lambda: Panel([]))  # metrics that are not losses (XGBoost: auc...)
+    importance: Importance | None = None  # feature importance (XGBoost)
 
     def step_text(self, step: int) -> str:
         """``58 (TRAIN step 42)`` for a step of a mode, ``58`` for a GLOBAL or unknown one."""
@@ -192,22 +204,36 @@ def collect(path: str | os.PathLike[str], *, job_file: str | os.PathLike[str] | 
         MissingCollectionFiles: nothing was saved at ``path`` (after ``trial_timeout`` seconds).
     """
     trial_path, job, job_dir = locate(path, job_file)
-    trial = create_trial(trial_path, timeout=trial_timeout)
-    steps = trial.steps()
     verdicts = verdicts_of(job)
+    around = _job_context(job, job_dir)
+    try:
+        trial = create_trial(trial_path, timeout=trial_timeout)
+    except MissingCollectionFiles:
+        if job is None:
+            raise
+        # a job that saved nothing still gets its report: the rules, why nothing was saved, the log
+        return ReportData(title=job.get("TrainingJobName") or str(trial_path), trial_path=str(trial_path), steps=[],
+                          modes={}, workers=[], tensor_count=0, collections={}, job=job, verdicts=verdicts,
+                          stopped_by=stop_decisions(job_dir), **around)
+    steps = trial.steps()
     marks = [v.step for v in verdicts if v.step is not None]
     picked = sample_steps(steps, max_points, marks)
     losses = _names(trial, "losses", lambda n: bool(_LOSS.search(n)) and not n.startswith("gradient/"))
     grads = _names(trial, "gradients", lambda n: n.startswith("gradient/"))
     weights = _names(trial, "weights", lambda n: n.endswith(".weight") and not n.startswith("gradient/"))
+    taken = set(losses) | set(grads) | set(weights)
+    scalars = [n for n in _names(trial, "metrics", lambda n: n.startswith("scalar/"))
+               + _names(trial, "sm_metrics", lambda n: False) + _names(trial, "optimizer_variables", lambda n: False)
+               if n not in taken]
+    scalars = list(dict.fromkeys(scalars))
     work = [("loss", n) for n in losses[:max_series]] + [("grad", n) for n in grads[:max_series]] + \
-        [("weight", n) for n in weights[:max_series]]
+        [("weight", n) for n in weights[:max_series]] + [("scalar", n) for n in scalars[:max_series]]
     series: dict[tuple[str, str], list[Series]] = {}
     for done, (kind, name) in enumerate(work):
         if progress is not None:
             progress(done, len(work), name)
-        line = _read(trial, name, picked, norm=kind != "loss")
-        series[(kind, name)] = _split_by_mode(trial, line) if kind == "loss" else [line]
+        line = _read(trial, name, picked, norm=kind in ("grad", "weight"))
+        series[(kind, name)] = _split_by_mode(trial, line) if kind in ("loss", "scalar") else [line]
     if progress is not None:
         progress(len(work), len(work), "")
     title = (job or {}).get("TrainingJobName") or trial.name
@@ -221,14 +247,35 @@ def collect(path: str | os.PathLike[str], *, job_file: str | os.PathLike[str] | 
     def panel(kind: str, names: list[str]) -> Panel:
         chosen = [line for n in names[:max_series] for line in series[(kind, n)]]
         finite = [v for s in chosen for v in s.values if math.isfinite(v)]
-        log_y = kind != "loss" or (bool(finite) and min(finite) > 0 and max(finite) / min(finite) > 1e3)
+        log_y = kind in ("grad", "weight") or (bool(finite) and min(finite) > 0 and max(finite) / min(finite) > 1e3)
         return Panel(chosen, max(0, len(names) - max_series), log_y)
 
+    metric_lines, metrics_omitted = metric_series(trial, picked, max_series)
     return ReportData(title=title, trial_path=str(trial_path), steps=steps, modes=modes, workers=trial.workers(),
                       tensor_count=len(trial.tensor_names()), collections=collections, job=job,
                       verdicts=verdicts, stopped_by=stop_decisions(job_dir), losses=panel("loss", losses),
                       gradients=panel("grad", grads), weights=panel("weight", weights),
-                      step_modes=modes_of_steps(trial, marks))
+                      scalars=panel("scalar", scalars), step_modes=modes_of_steps(trial, marks),
+                      metrics=Panel(metric_lines, metrics_omitted), importance=importance(trial), **around)
+
+
+LOG_TAIL_LINES = 40
+
+
+def _job_context(job: Mapping[str, Any] | None, job_dir: Path | None) -> dict[str, Any]:
+    """The report's facts from the job rather than the trial: rule parameters, no-data reason, log tail."""
+    from sdk_ext.local.preflight import no_data_note
+
+    parameters = {r["RuleConfigurationName"]: {k: str(v) for k, v in (r.get("RuleParameters") or {}).items()}
+                  for r in (job or {}).get("DebugRuleConfigurations") or [] if r.get("RuleConfigurationName")}
+    tail: list[str] = []
+    if job_dir is not None and (job or {}).get("TrainingJobStatus") == "Failed":
+        try:
+            tail = (job_dir / "logs" / "training.log").read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError:
+            tail = []
+        tail = tail[-LOG_TAIL_LINES:]
+    return {"rule_parameters": parameters, "no_data": no_data_note(job, job_dir), "log_tail": tail}
 
 
 def _split_by_mode(trial: Trial, line: Series) -> list[Series]:

@@ -1,8 +1,9 @@
-"""Rule evaluations of a local job: one ``rules/evaluate.py`` process per DebugRuleConfiguration.
+"""Rule evaluations of a local job: one rule evaluator (``sdk_ext.evaluator``, the program of
+``rules/evaluate.py``) process per DebugRuleConfiguration.
 
 SageMaker starts one Processing job per rule configuration; here each is a subprocess::
 
-    python rules/evaluate.py --trial-dir <trial> --output-dir <job dir>/rules/<name>
+    python -m sdk_ext.evaluator --trial-dir <trial> --output-dir <job dir>/rules/<name>
         --rule-configuration-name <name> --poll-interval <s> --param <k>=<v> ...   (RuleParameters verbatim)
 
 Its ``status.json`` (written atomically by the evaluator) is read whenever it changes; the exit code
@@ -42,16 +43,20 @@ def processing_job_name(job_name: str, rule_name: str) -> str:
 def evaluator_argv(
     *,
     python: str,
-    evaluate_py: Path,
-    trial_dir: Path,
+    evaluator: Sequence[str],
+    trial_dir: str | os.PathLike[str],
     output_dir: Path,
     rule_configuration_name: str,
     rule_parameters: Mapping[str, str],
     poll_interval: float,
     extra: Sequence[str] = (),
 ) -> list[str]:
-    """The evaluator's command line for one rule configuration (its RuleParameters passed verbatim)."""
-    argv = [python, str(evaluate_py), "--trial-dir", str(trial_dir), "--output-dir", str(output_dir),
+    """The evaluator's command line for one rule configuration (its RuleParameters passed verbatim).
+
+    ``evaluator`` follows the interpreter: ``deployment.evaluator_command()``. ``trial_dir`` is passed as
+    given: an ``s3://`` URI must not go through ``Path`` (which collapses ``//``).
+    """
+    argv = [python, *evaluator, "--trial-dir", os.fspath(trial_dir), "--output-dir", str(output_dir),
             "--rule-configuration-name", rule_configuration_name, "--poll-interval", repr(float(poll_interval))]
     for key, value in rule_parameters.items():
         argv += ["--param", f"{key}={value}"]

@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from sdk_ext.exceptions import ConfigError
-from sdk_ext.local import deployment, layout, rule_jobs
-from sdk_ext.local.entry import Command, check_request, failure_reason, resolve_command
+from sdk_ext.local import deployment, frameworks, layout, rule_jobs
+from sdk_ext.local.entry import Command, check_paths, check_request, failure_reason, resolve_command
 from sdk_ext.local.events import EventDispatcher, Target, state_change_event, to_json
 from sdk_ext.local.job import JobStateError, LocalJob, utc_now
 from sdk_ext.local.processes import Child, stop_all
@@ -54,7 +54,8 @@ class LocalSettings:
         rule_timeout: how long rules may keep evaluating after training ended before they are stopped.
         rule_stop_grace: SIGTERM to SIGKILL for rule evaluators.
         region, account: for ARNs and events.
-        rules_dir, lambda_dir: where evaluate.py and auto_stop.py are (deployment.py finds them).
+        rules_dir, lambda_dir: a directory holding another evaluate.py to run instead of sdk_ext.evaluator;
+            where auto_stop.py is (deployment.py finds them).
         auto_stop: deliver events to lambda/auto_stop.py's handler (with ``auto_stop_config``).
         auto_stop_config: an ``AutoStopConfig``; None: any Debugger rule may stop any job.
         targets: more event targets (callables taking the event), after the auto-stop handler.
@@ -93,7 +94,7 @@ class JobRunner:
 
     def __init__(self, request: Mapping[str, Any], *, settings: LocalSettings, client: Any = None,
                  job_dir: str | os.PathLike[str] | None = None, entry_point: str | os.PathLike[str] | None = None,
-                 script_args: Sequence[str] = (), zero_change: bool = False) -> None:
+                 script_args: Sequence[str] = (), zero_change: bool | None = None) -> None:
         check_request(request)
         self.request = dict(request)
         self.settings = settings
@@ -101,9 +102,12 @@ class JobRunner:
         name = self.request["TrainingJobName"]
         # absolute: children run in other working directories
         self.dir = layout.JobDir((Path(job_dir) if job_dir is not None else settings.jobs_root / name).resolve())
+        check_paths(self.dir, self.request)  # nothing of the job may land outside its directory
         self.entry_point = entry_point
         self.script_args = list(script_args)
-        self.zero_change = zero_change
+        # None: as the request's Environment says (SDK_EXT_ZERO_CHANGE), else by the script's imports
+        self.zero_change = zero_change if zero_change is not None else \
+            frameworks.requested(self.request.get("Environment"))
         self.arn = f"arn:aws:sagemaker:{settings.region}:{settings.account}:training-job/{name.lower()}"
         self.trial_dir = layout.trial_dir(self.dir, self.request).resolve()
         self._wake = threading.Event()
@@ -138,10 +142,14 @@ class JobRunner:
             raise ConfigError(f"{self.dir.root} already holds a job (job.json); choose another job name or "
                               "directory", where="local job")
         if self.request.get("DebugRuleConfigurations"):
-            self._evaluate_py = deployment.rules_dir(self.settings.rules_dir) / "evaluate.py"
+            self._evaluator = deployment.evaluator_command(self.settings.rules_dir)
         self._command = resolve_command(self.request, self.dir, python=self.settings.python,
                                         entry_point=self.entry_point, script_args=self.script_args,
                                         zero_change=self.zero_change)
+        if self.zero_change is not None:  # request.json says how it ran, so that running it again does the same
+            environment = dict(self.request.get("Environment") or {})
+            environment[frameworks.ENV] = "1" if self.zero_change else "0"
+            self.request["Environment"] = environment
         self._channels = layout.prepare(self.dir, self.request)
         targets: list[Target] = []
         if self.settings.auto_stop:
@@ -224,7 +232,7 @@ class JobRunner:
             out = self.dir.rule_dir(name)
             out.mkdir(parents=True, exist_ok=True)
             argv = rule_jobs.evaluator_argv(
-                python=self.settings.python, evaluate_py=self._evaluate_py, trial_dir=self.trial_dir,
+                python=self.settings.python, evaluator=self._evaluator, trial_dir=self.trial_dir,
                 output_dir=out, rule_configuration_name=name,
                 rule_parameters=rule_jobs.describe_rule_parameters(rule),
                 poll_interval=self.settings.rule_poll_interval)
@@ -300,10 +308,22 @@ class JobRunner:
             seen = r.final_status(code) if code is not None else r.read_if_changed()
             if seen is None:
                 continue
-            changed |= self.job.update_rule(r.name, status=seen.status, details=seen.details, step=seen.step,
+            details = seen.details
+            if seen.status == "Error" and details and "No debugging data" in details:
+                details = f"{details.rstrip()} Why: {self._no_data_reason()}"
+            changed |= self.job.update_rule(r.name, status=seen.status, details=details, step=seen.step,
                                             modified=seen.modified)
         if changed or final:
             self._save()
+
+    def _no_data_reason(self) -> str:
+        from sdk_ext.local.preflight import no_data_reason
+
+        hook = self.request.get("DebugHookConfig") or {}
+        return no_data_reason(training_log=self.dir.training_log,
+                              command=self._command.argv if self._command else None,
+                              save_interval=(hook.get("HookParameters") or {}).get("save_interval"),
+                              status=self.job.describe()["TrainingJobStatus"])
 
     def _abort(self, err: BaseException) -> None:
         """The runner itself failed or was interrupted: end every child, record why."""

@@ -2,8 +2,11 @@
 
 A chart plots series of (global step, value) points on a linear or log10 y axis. A value that is NaN or
 infinite breaks its line and is drawn as a red cross on the top edge (the plot's way of saying
-"the value left the chart here"); markers draw a labelled vertical line at a step (a rule verdict).
-Hovering a line or a marker shows its ``<title>``.
+"the value left the chart here"); on a log axis a value that is exactly zero (or negative) cannot be
+placed either: it breaks the line and is drawn as a ring on the bottom edge, in the series' colour.
+:func:`off_chart` counts both, for the note under the chart. Markers draw a labelled vertical line at
+a step (a rule verdict); labels that would overlap go on rows below each other. Hovering a line, a
+point off the chart or a marker shows its ``<title>``.
 """
 
 from __future__ import annotations
@@ -50,6 +53,44 @@ class Chart:
 
 def color(index: int) -> str:
     return PALETTE[index % len(PALETTE)]
+
+
+@dataclass(frozen=True, slots=True)
+class OffChart:
+    """Values a chart could not place on its axis: NaN, infinite, and (log axis) zero or negative."""
+
+    nan: int = 0
+    inf: int = 0
+    zero: int = 0  # exactly zero, on a log axis
+    negative: int = 0  # on a log axis
+
+    def __bool__(self) -> bool:
+        return bool(self.nan or self.inf or self.zero or self.negative)
+
+
+def off_chart(series: Sequence[Series], *, log_y: bool) -> OffChart:
+    nan = sum(1 for s in series for v in s.values if math.isnan(v))
+    inf = sum(1 for s in series for v in s.values if math.isinf(v))
+    zero = sum(1 for s in series for v in s.values if log_y and v == 0) if log_y else 0
+    negative = sum(1 for s in series for v in s.values if log_y and math.isfinite(v) and v < 0) if log_y else 0
+    return OffChart(nan, inf, zero, negative)
+
+
+LABEL_CHAR_PX = 6.6  # width of one character of a marker label (11px bold sans), for overlap tests
+LABEL_ROW_PX = 14
+
+
+def label_rows(xs: Sequence[tuple[float, float]]) -> list[int]:
+    """For labels spanning ``(x0, x1)`` pixels, in drawing order: the row each goes on, so none overlap."""
+    rows: list[list[tuple[float, float]]] = []
+    out = []
+    for x0, x1 in xs:
+        row = next((i for i, taken in enumerate(rows) if all(x1 + 4 < a or x0 > b + 4 for a, b in taken)), len(rows))
+        if row == len(rows):
+            rows.append([])
+        rows[row].append((x0, x1))
+        out.append(row)
+    return out
 
 
 def nice_ticks(low: float, high: float, count: int = 6) -> list[float]:
@@ -143,26 +184,30 @@ def render(chart: Chart) -> str:
             out.append(f'<line x1="{left}" y1="{y:.1f}" x2="{left + pw}" y2="{y:.1f}" class="grid"/>'
                        f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end" class="tick">{label}</text>')
     for i, series in enumerate(chart.series):
-        out.extend(_series(series, color(i), px, py, y_of, top))
+        out.extend(_series(series, color(i), px, py, y_of, top, top + ph))
+    spans = []
     for marker in chart.markers:
+        x, width = px(marker.step), len(marker.label) * LABEL_CHAR_PX
+        spans.append((x - 4 - width, x - 4) if x > left + pw / 2 else (x + 4, x + 4 + width))
+    for marker, row in zip(chart.markers, label_rows(spans)):
         x = px(marker.step)
         right_half = x > left + pw / 2
         anchor, dx = ("end", -4) if right_half else ("start", 4)
         out.append(f'<g class="marker"><title>{escape(marker.label)}</title>'
                    f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{top + ph}" stroke="{marker.color}" '
                    f'stroke-width="2" stroke-dasharray="6 4"/>'
-                   f'<text x="{x + dx:.1f}" y="{top + 14}" text-anchor="{anchor}" fill="{marker.color}" '
-                   f'stroke="#fff" stroke-width="3" paint-order="stroke" class="mlabel">'
+                   f'<text x="{x + dx:.1f}" y="{top + 14 + row * LABEL_ROW_PX}" text-anchor="{anchor}" '
+                   f'fill="{marker.color}" stroke="#fff" stroke-width="3" paint-order="stroke" class="mlabel">'
                    f'{escape(marker.label)}</text></g>')
     if not plotted:
         out.append(f'<text x="{left + pw / 2}" y="{top + ph / 2}" text-anchor="middle" class="axis">'
-                   'no finite values to plot</text>')
+                   'no value can be drawn on this axis (see the note below)</text>')
     out.append("</svg>")
     return "".join(out)
 
 
 def _series(series: Series, stroke: str, px: Callable[[float], float], py: Callable[[float], float],
-            y_of: Callable[[float], float | None], top: float) -> list[str]:
+            y_of: Callable[[float], float | None], top: float, bottom: float) -> list[str]:
     parts = [f'<g class="series"><title>{escape(series.name)}</title>']
     run: list[str] = []
 
@@ -183,6 +228,11 @@ def _series(series: Series, stroke: str, px: Callable[[float], float], py: Calla
                 what = "NaN" if math.isnan(value) else ("+inf" if value > 0 else "-inf")
                 parts.append(f'<path d="M{x - 4:.1f},{top - 4} l8,8 m0,-8 l-8,8" stroke="{NON_FINITE}" '
                              f'stroke-width="2"><title>{escape(series.name)}: {what} at step {step}</title></path>')
+            else:  # zero or negative on a log axis: a ring on the bottom edge
+                what = "0" if value == 0 else f"{value:.4g} (negative)"
+                parts.append(f'<circle cx="{px(step):.1f}" cy="{bottom:.1f}" r="3.5" fill="#fff" stroke="{stroke}" '
+                             f'stroke-width="2" class="offaxis"><title>{escape(series.name)}: {what} at step {step} '
+                             '(not on a log axis)</title></circle>')
             continue
         run.append(f"{px(step):.1f},{py(y):.1f}")
     flush()

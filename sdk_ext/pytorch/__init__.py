@@ -1,4 +1,4 @@
-"""The PyTorch hook (``sdk_ext.pytorch.Hook``) and the zero-script-change entry (``get_hook``, ``zero_change``)."""
+"""The PyTorch hook (``sdk_ext.pytorch.Hook``) and the zero-script-change entry (``get_hook``, ``del_hook``, ``zero_change``)."""
 
 from sdk_ext import modes  # smdebug.pytorch.modes: ``hook.set_mode(smd.modes.TRAIN)``
 from sdk_ext.hooks import (
@@ -11,7 +11,7 @@ from sdk_ext.hooks import (
 )
 from sdk_ext.modes import ModeKeys
 from sdk_ext.pytorch.hook import Hook
-from sdk_ext.pytorch.zero_change import get_hook
+from sdk_ext.pytorch.zero_change import del_hook, get_hook
 
 __all__ = [
     "Collection",
@@ -22,6 +22,7 @@ __all__ = [
     "ReductionConfig",
     "SaveConfig",
     "SaveConfigMode",
+    "del_hook",
     "get_hook",
     "modes",
 ]

@@ -17,6 +17,10 @@ force recompiles), everything else is.
 Cost: hooks on submodules are registered only for modules an included collection can claim, and
 gradient hooks only during saved steps, so a step that saves nothing costs two Python calls.
 Workers: ``worker_{rank}`` of ``torch.distributed`` when it is initialized.
+
+``torch.save(model)`` works with the hook registered: the model pickles without the hook and loads
+with a do-nothing :class:`~sdk_ext.hooks.hook.DetachedHook` in its place. Values given with
+``save_scalar``/``save_tensor`` before the first forward call are held and go with the first step.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from sdk_ext.hooks import collections as collections_module
+from sdk_ext.hooks.collections import change_count
 from sdk_ext.hooks.hook import Hook as BaseHook
 from sdk_ext.hooks.hook import guarded
 from sdk_ext.hooks.policy import TensorPlan
@@ -70,11 +74,26 @@ class Hook(BaseHook):
 
     # --- registration ----------------------------------------------------------------------------
 
+    @property
+    def has_model(self) -> bool:
+        """Whether a model is registered (:meth:`register_module`)."""
+        return self._model is not None
+
+    def is_model(self, module: nn.Module) -> bool:
+        """Whether ``module`` is the registered model (as registered: compiled or wrapped)."""
+        return module is self._model
+
+    def is_registered(self, module: nn.Module) -> bool:
+        """Whether ``module`` is watched: the model, one of its submodules, or a registered loss."""
+        return module in self._module_names
+
     @guarded
-    def register_module(self, module: nn.Module) -> None:
+    def register_module(self, module: nn.Module, *, during_forward: bool = False) -> None:
         """Watch ``module`` (the model): its forward marks steps, its parameters and submodules are saved.
 
         Registering the registered model again does nothing (the zero-change path may have done it).
+        ``during_forward``: called from inside the model's forward call (the zero-change path), so this
+        call starts its step as the model's own pre-hook would have (it runs from the next call on).
         """
         if self._model is not None:
             if module is self._model or _unwrap_compiled(self._model)[0] is module:
@@ -94,6 +113,8 @@ class Hook(BaseHook):
             del self._module_names[inner]
             self._module_names[module] = prefix
         module.register_forward_pre_hook(self._forward_pre)
+        if during_forward:
+            self._forward_pre(module, None)
 
     register_hook = register_module
 
@@ -125,7 +146,7 @@ class Hook(BaseHook):
     def _forward_pre(self, module: nn.Module, inputs: Any) -> None:
         # Fast path, most steps: the policy said the next steps of this mode save nothing, and
         # neither the mode nor any collection changed since. Only the counters move.
-        if self._quiet and self._quiet_token == (collections_module._CHANGES, self._steps.mode):
+        if self._quiet and self._quiet_token == (change_count(), self._steps.mode) and self._out_closed():
             self._quiet -= 1
             self._steps.next()
             return
@@ -141,7 +162,7 @@ class Hook(BaseHook):
             if not self._explicit_steps and self._out_closed():
                 current = self._steps.current
                 self._quiet = self.policy.quiet_steps(current.mode, current.mode_step)
-                self._quiet_token = (collections_module._CHANGES, current.mode)
+                self._quiet_token = (change_count(), current.mode)
             return
         step = self._steps.current.global_step
         if self._params_saved_at == step:
@@ -159,6 +180,11 @@ class Hook(BaseHook):
                     handles.append(param.register_hook(self._gradient_saver(name)))  # type: ignore[no-untyped-call]
         for mod in self._module_candidates:  # picked up by this very call too (torch reads them after forward)
             handles.append(mod.register_forward_hook(self._forward_post))
+
+    def _holds_values(self) -> bool:
+        # Steps start at each forward call: a value given before the first one (or before the next
+        # forward of a script that called end_step) belongs to the step that call starts.
+        return not self._in_step and not self._explicit_steps
 
     def _out_closed(self) -> bool:
         return self._out is None or not self._out.step_open

@@ -68,6 +68,12 @@ def get_hook(json_config_path: str | None = None, create_if_not_exists: bool = F
             return None
 
 
+def del_hook() -> None:
+    """Forget the process's hook (smdebug's ``del_hook``): the next ``get_hook(create_if_not_exists=True)``
+    creates a new one. The forgotten hook is not closed; it still closes at exit."""
+    registry.forget()
+
+
 def install(json_config_path: str | None = None) -> bool:
     """Arm the zero-change hook; True if a config was found. Safe to call more than once."""
     if _state["installed"]:
@@ -95,18 +101,17 @@ def _on_module_call(module: Any, path: str) -> None:
         if hook is None:
             _uninstall()
             return
-        if hook._model is None:
+        if not hook.has_model:
             if isinstance(module, torch.nn.modules.loss._Loss) or not any(True for _ in module.parameters()):
                 return  # not the model
-            hook.register_module(module)
-            hook._forward_pre(module, None)  # this call's pre-hook ran before the registration
+            hook.register_module(module, during_forward=True)  # this call's pre-hook ran before the registration
             return
-        if module is hook._model:
+        if hook.is_model(module):
             _state["steps"] += 1
             if _state["steps"] > _WATCH_STEPS:
                 _uninstall()
             return
-        if isinstance(module, torch.nn.modules.loss._Loss) and module not in hook._module_names:
+        if isinstance(module, torch.nn.modules.loss._Loss) and not hook.is_registered(module):
             hook.register_loss(module)
     except Exception:
         logger.exception("sdk_ext: the zero-change hook failed; training goes on without it")
@@ -142,4 +147,4 @@ def _ensure_log_output() -> None:
     package.setLevel(logging.INFO)
 
 
-__all__ = ["get_hook", "install", "uninstall"]
+__all__ = ["del_hook", "get_hook", "install", "uninstall"]

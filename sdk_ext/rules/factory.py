@@ -2,7 +2,7 @@
 
 ``RuleParameters`` is one flat ``map<string,string>``. Some keys are for the evaluator, not the rule:
 ``rule_to_invoke``, ``source_s3_uri``, ``other_trial_<i>``, ``start_step``, ``end_step``,
-``action_json``. :func:`split_parameters` takes those out; :func:`build_rule` maps the rest onto
+``action_json``, ``invoke_timeout_secs`` (sdk_ext's: :mod:`sdk_ext.rules.time_limit`). :func:`split_parameters` takes those out; :func:`build_rule` maps the rest onto
 the rule's constructor by parameter name:
 
 * ``base_trial`` is passed first; a parameter named ``other_trials`` gets the other trials and
@@ -36,11 +36,12 @@ from sdk_ext.exceptions import ConfigError
 from sdk_ext.rules.actions import Actions
 from sdk_ext.rules.builtin import BuiltinRule
 from sdk_ext.rules.rule import Rule
+from sdk_ext.rules.time_limit import DEFAULT_INVOKE_TIMEOUT, TIMEOUT_PARAMETER, parse_timeout
 
 logger = logging.getLogger(__name__)
 
 _OTHER_TRIAL = re.compile(r"^other_trial_(\d+)$")
-RESERVED_KEYS = ("rule_to_invoke", "source_s3_uri", "start_step", "end_step", "action_json")
+RESERVED_KEYS = ("rule_to_invoke", "source_s3_uri", "start_step", "end_step", "action_json", TIMEOUT_PARAMETER)
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,7 @@ class RuleRequest:
     end_step: int | None = None
     action_json: str = ""
     parameters: dict[str, str] = field(default_factory=dict)  # for the rule's constructor
+    time_limit: float | None = DEFAULT_INVOKE_TIMEOUT  # invoke_timeout_secs; None: no limit
 
 
 def _step(name: str, value: str | None, problems: list[str]) -> int | None:
@@ -95,6 +97,10 @@ def split_parameters(parameters: Mapping[str, str]) -> RuleRequest:
     if end is not None and end <= start:
         problems.append(f"end_step={parameters.get('end_step')!r}: must be greater than start_step ({start}); "
                         "end_step is exclusive")
+    try:
+        time_limit = parse_timeout(parameters.get(TIMEOUT_PARAMETER))
+    except ConfigError as err:
+        problems += err.problems
     if problems:
         raise ConfigError(problems, where="rule parameters")
     source = parameters.get("source_s3_uri") or None
@@ -106,6 +112,7 @@ def split_parameters(parameters: Mapping[str, str]) -> RuleRequest:
         end_step=end,
         action_json=parameters.get("action_json", "") or "",
         parameters=rest,
+        time_limit=time_limit,
     )
 
 

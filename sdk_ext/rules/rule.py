@@ -35,6 +35,7 @@ from typing import Any
 from sdk_ext.exceptions import RuleEvaluationConditionMet
 from sdk_ext.rules.actions import Actions
 from sdk_ext.rules.req_tensors import RequiredTensors
+from sdk_ext.rules.time_limit import invocation_limit
 from sdk_ext.rules.trial_api import no_refresh, wait_for_step
 
 logger = logging.getLogger(__name__)
@@ -63,6 +64,8 @@ class Rule(ABC):
         poll_interval: seconds between checks while waiting for a step.
         defer_actions: when True, :meth:`invoke` does not run the actions; the caller runs
             :meth:`run_actions` itself (the evaluator does, after it has written the status).
+        time_limit: seconds the rule's own code may run at one step, or None for no limit (the
+            evaluator sets RuleParameter ``invoke_timeout_secs``; see :mod:`sdk_ext.rules.time_limit`).
     """
 
     def __init__(
@@ -91,6 +94,7 @@ class Rule(ABC):
         self.issue: str | None = None
         self.poll_interval: float = DEFAULT_POLL_INTERVAL
         self.defer_actions: bool = False
+        self.time_limit: float | None = None
 
     def set_required_tensors(self, step: int) -> None:
         """Declare, through ``self.req_tensors.add(...)``, tensors to fetch before ``invoke_at_step``."""
@@ -111,10 +115,11 @@ class Rule(ABC):
             RuleEvaluationConditionMet: the rule fired at ``step`` (after the actions ran).
             StepUnavailable, TensorUnavailable, TensorUnavailableForStep: nothing to evaluate here.
             NoMoreData: training has ended and ``step`` is beyond the last saved step.
+            InvocationTimeout: the rule's code at ``step`` ran past :attr:`time_limit`.
         """
         wait_for_step(self.base_trial, step, poll_interval=self.poll_interval)
         self.issue = None
-        with no_refresh(self.trials):
+        with invocation_limit(self.time_limit, rule=self.rule_name, step=step), no_refresh(self.trials):
             self.req_tensors.clear()
             self.set_required_tensors(step)
             self.req_tensors.fetch()

@@ -9,6 +9,10 @@
 * A firing raises :class:`RuleEvaluationConditionMet` when ``raise_eval_cond``; otherwise the walk goes
   on (and stops if the exception says ``end_of_rule``).
 
+* With a time limit (``time_limit``, the evaluator's RuleParameter ``invoke_timeout_secs``), the
+  rule's code at one step may run that long; then :class:`~sdk_ext.rules.time_limit.InvocationTimeout`
+  propagates (a rule overriding ``invoke`` has its whole ``invoke`` timed).
+
 The only differences from smdebug are speed: the wait polls every ``poll_interval`` seconds (smdebug:
 2 s), and a run of unsaved steps is crossed in one jump to the next saved step instead of one failed
 lookup per integer (same outcome: smdebug's rule sees none of them), unless the rule overrides
@@ -26,6 +30,7 @@ from sdk_ext.exceptions import (
     TensorUnavailableForStep,
 )
 from sdk_ext.rules.rule import Rule
+from sdk_ext.rules.time_limit import invocation_limit
 from sdk_ext.rules.trial_api import next_known_step
 
 logger = logging.getLogger(__name__)
@@ -39,6 +44,7 @@ def invoke_rule(
     *,
     rule: Rule | None = None,
     poll_interval: float | None = None,
+    time_limit: float | None = None,
 ) -> None:
     """Evaluate ``rule_obj`` at every global step from ``start_step`` to ``end_step`` (exclusive).
 
@@ -49,11 +55,14 @@ def invoke_rule(
         raise_eval_cond: re-raise the first RuleEvaluationConditionMet instead of going on.
         poll_interval: seconds between checks while waiting for a step (default: the rule's
             ``poll_interval``).
+        time_limit: seconds the rule's code may run at one step (default: the rule's ``time_limit``,
+            None unless set: no limit).
 
     Raises:
         RuleEvaluationConditionMet: the rule fired and ``raise_eval_cond`` is True.
         NoMoreData: training ended before ``end_step`` (always, when ``end_step`` is None).
         TypeError: no rule, or two different ones, given.
+        InvocationTimeout: the rule's code at one step ran past ``time_limit``.
     """
     if rule_obj is None or (rule is not None and rule is not rule_obj):
         if rule_obj is not None or rule is None:
@@ -61,12 +70,18 @@ def invoke_rule(
         rule_obj = rule
     if poll_interval is not None:
         rule_obj.poll_interval = poll_interval
+    if time_limit is not None:
+        rule_obj.time_limit = time_limit or None
     step = start_step or 0
     can_jump = not rule_obj.overrides_invoke
     logger.info("rule %s: evaluation starts at step %d", rule_obj.rule_name, step)
     while end_step is None or step < end_step:
         try:
-            rule_obj.invoke(step)
+            if can_jump:
+                rule_obj.invoke(step)  # Rule.invoke times the rule's code itself (not the wait for the step)
+            else:
+                with invocation_limit(rule_obj.time_limit, rule=rule_obj.rule_name, step=step):
+                    rule_obj.invoke(step)
         except StepUnavailable as err:
             logger.debug("%s", err)
             if can_jump:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +31,34 @@ FINAL_STATUSES = frozenset({ISSUES_FOUND, NO_ISSUES_FOUND, ERROR, STOPPED})
 EXIT_CODES = {NO_ISSUES_FOUND: 0, ERROR: 2, ISSUES_FOUND: 3, STOPPED: 4}
 STATUS_FILE = "status.json"
 MAX_DETAILS = 1024  # SageMaker's StatusDetails limit
+#: Opens the details of a NoIssuesFound that evaluated no tensor: not a pass (SageMaker has no status for it).
+CHECKED_NOTHING = "CheckedNothing:"
+_PREFIXES = ("RuleEvaluationConditionMet: ", "ClientError: ", "InternalError: ")
+_BOILERPLATE = re.compile(r"^Evaluation of the rule \S+ at step \d+ resulted in the condition being met:?\s*")
+
+
+def checked_nothing(details: str | None) -> bool:
+    """Did this status say its rule evaluated no tensor (see :func:`no_issues_details`)?"""
+    return (details or "").startswith(CHECKED_NOTHING)
+
+
+def no_issues_details(how: str, coverage_note: str | None) -> str:
+    """StatusDetails of a NoIssuesFound: ``how`` the evaluation ended, led by ``CheckedNothing: <why>``
+    when the rule matched no tensor (so no reader takes it for a pass)."""
+    return f"{CHECKED_NOTHING} {coverage_note}. {how}" if coverage_note else how
+
+
+def reason(details: str | None) -> str:
+    """The part of StatusDetails a person reads: without SageMaker's standard prefixes
+    (``RuleEvaluationConditionMet: Evaluation of the rule X at step N resulted in the condition being met:``,
+    ``ClientError:``), on one line, never cut; a traceback after the message stays in the status file."""
+    text = (details or "").split("\nTraceback (most recent call last):", 1)[0]
+    text = " ".join(text.split())
+    for prefix in _PREFIXES:
+        if text.startswith(prefix):
+            text = text[len(prefix):]
+            break
+    return _BOILERPLATE.sub("", text)
 
 
 def utc_now() -> str:
@@ -123,6 +152,7 @@ def read_status(output_dir: str | os.PathLike[str]) -> RuleStatus | None:
 
 
 __all__ = [
-    "ERROR", "EXIT_CODES", "FINAL_STATUSES", "IN_PROGRESS", "ISSUES_FOUND", "MAX_DETAILS", "NO_ISSUES_FOUND",
-    "STATUSES", "STATUS_FILE", "STOPPED", "RuleStatus", "clip", "read_status", "utc_now", "write_status",
+    "CHECKED_NOTHING", "ERROR", "EXIT_CODES", "FINAL_STATUSES", "IN_PROGRESS", "ISSUES_FOUND", "MAX_DETAILS", "NO_ISSUES_FOUND",
+    "STATUSES", "STATUS_FILE", "STOPPED", "RuleStatus", "checked_nothing", "clip", "no_issues_details", "read_status", "reason",
+    "utc_now", "write_status",
 ]

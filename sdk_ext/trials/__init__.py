@@ -13,12 +13,14 @@ from sdk_ext.trials.collections import Collection
 from sdk_ext.trials.create import create_trial, no_refresh
 from sdk_ext.trials.options import Clock, TrialOptions
 from sdk_ext.trials.tensor import Tensor
-from sdk_ext.trials.trial import Trial
+from sdk_ext.trials.trial import LocalTrial, S3Trial, Trial
 
 __all__ = [
     "Clock",
     "Collection",
+    "LocalTrial",
     "ModeKeys",
+    "S3Trial",
     "StepState",
     "Tensor",
     "Trial",

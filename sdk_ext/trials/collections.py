@@ -1,16 +1,21 @@
-"""Collections as a trial shows them: read-only, with smdebug's attribute names.
+"""Collections as a trial shows them, with smdebug's attribute names.
 
 A custom rule written against smdebug reads ``trial.collection("weights").tensor_names`` (a set)
-and ``.include_regex`` (a list); those keep their types here. ``reduction_config`` and
+and ``.include_regex`` (a list); those keep their types here. An analysis may widen a collection
+with ``include(regex)`` and ``add_tensor_name(name)`` as in smdebug: the trial's queries see the
+change, the collections file does not. ``reduction_config`` and
 ``save_config`` are the format's frozen specs (:class:`~sdk_ext.format.ReductionSpec`, a dict of
 :class:`~sdk_ext.format.SaveSpec` by mode) rather than smdebug's mutable config objects.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
+from collections.abc import Iterable
 from typing import Any
 
+from sdk_ext.exceptions import ConfigError
 from sdk_ext.format.collection_file import CollectionSpec, ReductionSpec, SaveSpec, collection_to_dict
 from sdk_ext.modes import ModeKeys
 
@@ -56,6 +61,30 @@ class Collection:
     @property
     def spec(self) -> CollectionSpec:
         return self._spec
+
+    def include(self, regex: str | Iterable[str]) -> None:
+        """Also match tensors found by ``regex`` (a pattern or a list of them), as smdebug's ``include``.
+
+        Raises:
+            ConfigError: a pattern is not a valid regular expression (nothing is added then).
+        """
+        patterns = [regex] if isinstance(regex, str) else list(regex)
+        problems = []
+        for pattern in patterns:
+            try:
+                re.compile(pattern)
+            except (re.error, TypeError) as err:
+                problems.append(f"include({pattern!r}): not a regular expression ({err}); escape it with re.escape()")
+        if problems:
+            raise ConfigError(problems, where=f"collection {self.name!r}")
+        new = tuple(p for p in patterns if p not in self._spec.include_regex)
+        self._spec = dataclasses.replace(self._spec, include_regex=self._spec.include_regex + new)
+        self._regex = None
+
+    def add_tensor_name(self, name: str) -> None:
+        """Also hold the tensor ``name`` (whether or not it was saved), as smdebug's ``add_tensor_name``."""
+        if name not in self._spec.tensor_names:
+            self._spec = dataclasses.replace(self._spec, tensor_names=(*self._spec.tensor_names, name))
 
     def matches(self, tensor_name: str) -> bool:
         """Whether a saved tensor belongs here: listed by name, or found by one of the regexes."""

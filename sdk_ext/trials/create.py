@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
 
 from sdk_ext.exceptions import ConfigError
 from sdk_ext.storage import Storage, open_storage
@@ -57,18 +58,25 @@ def create_trial(
     opts = options if options is not None else TrialOptions.from_env(os.environ)
     if timeout is not None:
         opts = opts.with_changes(collections_timeout=timeout)
-    return Trial(storage, name=name, range_steps=range_steps, options=opts, cache=cache).load()
+    trial = Trial(storage, name=name, range_steps=range_steps, options=opts, cache=cache)
+    if isinstance(path, (str, os.PathLike)):
+        trial.location = text
+    return trial.load()
 
 
 @contextlib.contextmanager
-def no_refresh(trials: Trial | Iterable[Trial]) -> Iterator[None]:
-    """Within the block, queries use what was read already (smdebug's ``analysis.utils.no_refresh``)."""
+def no_refresh(trials: Trial | Iterable[Trial]) -> Iterator[Any]:
+    """Within the block, queries use what was read already (smdebug's ``analysis.utils.no_refresh``).
+
+    Yields what it was given, as smdebug does: ``with no_refresh([trial]) as [t]:`` or
+    ``with no_refresh(trial) as t:``.
+    """
     group = [trials] if isinstance(trials, Trial) else list(trials)
     previous = [t.dynamic_refresh for t in group]
     for t in group:
         t.dynamic_refresh = False
     try:
-        yield
+        yield trials if isinstance(trials, Trial) else group
     finally:
         for t, value in zip(group, previous):
             t.dynamic_refresh = value

@@ -25,6 +25,7 @@ from sdk_ext.exceptions import (
 )
 from sdk_ext.format.paths import reduction_tensor_name
 from sdk_ext.modes import ModeKeys, StepState
+from sdk_ext.trials.display import TensorDisplay
 from sdk_ext.trials.index_cache import ReductionKey, StepFile, TrialIndex
 from sdk_ext.trials.reads import Reads
 from sdk_ext.trials.reductions import compute_reduction, normalize_op
@@ -39,7 +40,7 @@ def _mode(mode: ModeKeys | str | int) -> ModeKeys:
     return mode if isinstance(mode, ModeKeys) else ModeKeys.parse(mode)
 
 
-class Tensor:
+class Tensor(TensorDisplay):
     """A tensor of a :class:`~sdk_ext.trials.Trial`; get one with ``trial.tensor(name)``."""
 
     __slots__ = ("_index", "_reads", "_refresh", "_steps", "_steps_key", "_trial", "name")

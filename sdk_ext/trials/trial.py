@@ -12,7 +12,11 @@ behave the same, with these deliberate differences:
   workers, each writes the marker as it closes: the reader waits ``training_end_delay``, 1 s, but only
   while some worker has not written the last step listed);
 * ``wait_for_steps`` leaves ``dynamic_refresh`` as it found it (smdebug switched it off for good);
-* a bad ``range_steps`` raises ConfigError (a ValueError), not AssertionError.
+* asking for the tensor names of an unknown collection does not create it (``collection(name)`` does,
+  as in smdebug, so an analysis can edit it).
+
+A bad ``range_steps`` raises InvalidRangeSteps: a ConfigError that is also the AssertionError smdebug
+raised, so either ``except`` clause catches it.
 
 Value-level differences (every dtype, values saved with their shape, ``__`` in paths, norms of
 3-D tensors) are described where they happen (format, index_cache, reductions).
@@ -27,10 +31,11 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from sdk_ext.exceptions import ConfigError, TensorUnavailable
-from sdk_ext.format.paths import END_OF_JOB
+from sdk_ext.format.paths import END_OF_JOB, index_key, serialize_worker
 from sdk_ext.modes import ModeKeys, StepState
-from sdk_ext.storage import Storage
+from sdk_ext.storage import Storage, open_storage
 from sdk_ext.trials.collections import Collection
+from sdk_ext.trials.display import TrialDisplay
 from sdk_ext.trials.index_cache import TrialIndex, check_range_steps
 from sdk_ext.trials.loading import collection_workers, wait_for_collections
 from sdk_ext.trials.options import TrialOptions
@@ -43,7 +48,11 @@ logger = logging.getLogger(__name__)
 _GLOBAL = ModeKeys.GLOBAL
 
 
-class Trial:
+class InvalidRangeSteps(ConfigError, AssertionError):
+    """``range_steps`` is not ``(begin, end)`` with ``begin <= end``; smdebug raised AssertionError here."""
+
+
+class Trial(TrialDisplay):
     """The saved tensors of one training job. Build it with :func:`create_trial`.
 
     The constructor only assigns; :meth:`load` (called by ``create_trial``, or lazily by the first
@@ -61,8 +70,13 @@ class Trial:
     ) -> None:
         self.storage = storage
         self.path = storage.uri
+        #: the path as the user gave it (``create_trial`` sets it); :attr:`last_index_token` is under it
+        self.location = storage.uri
         self.name = name if name is not None else os.path.basename(storage.uri.rstrip("/"))
-        self.range_steps = check_range_steps(range_steps)
+        try:
+            self.range_steps = check_range_steps(range_steps)
+        except ConfigError as err:
+            raise InvalidRangeSteps(err.problems, where="range_steps") from None
         self.options = options or TrialOptions()
         #: False inside rules' ``no_refresh``: queries then use what was already read
         self.dynamic_refresh = True
@@ -153,7 +167,24 @@ class Trial:
 
     @property
     def last_complete_step(self) -> int:
+        """The highest global step every worker has written (-1 before any)."""
         return self._index.last_complete_step
+
+    @property
+    def last_index_token(self) -> str | None:
+        """The index file of :attr:`last_complete_step` (of the last worker in name order), as smdebug names it.
+
+        A refresh lists only index files after this one. It is a path under :attr:`location`, or for
+        S3 the object key without the bucket; None until a step is complete.
+        """
+        step, workers = self._index.last_complete_step, self._index.known_workers
+        if step < 0 or not workers:
+            return None
+        key = index_key(step, max(serialize_worker(w) for w in workers))
+        if self.location.startswith("s3://"):
+            prefix = self.location[len("s3://"):].partition("/")[2].strip("/")
+            return f"{prefix}/{key}" if prefix else key
+        return os.path.join(self.location, key)
 
     @property
     def num_workers(self) -> int:
@@ -198,7 +229,11 @@ class Trial:
         else:
             names = index.mode_names.get(mode, set())
         if collection is not None:
-            coll = collection if isinstance(collection, Collection) else self.collection(_collection_name(collection))
+            if isinstance(collection, Collection):
+                coll = collection
+            else:  # a query by name does not create the collection (collection(name) does)
+                coll_name = _collection_name(collection)
+                coll = self.collections().get(coll_name) or Collection.empty(coll_name)
             selected = [n for n in names if coll.matches(n)]
             if not selected:
                 logger.warning("no tensors from the collection %s were saved", coll.name)
@@ -285,9 +320,17 @@ class Trial:
         return dict(self._collections)
 
     def collection(self, coll_name: str) -> Collection:
-        """The named collection; an empty one if the trial defines no such collection (as smdebug)."""
-        found = self.collections().get(coll_name)
-        return found if found is not None else Collection.empty(coll_name)
+        """The named collection; a new empty one, kept by the trial, if it defines none (as smdebug).
+
+        An analysis may edit it (``include``, ``add_tensor_name``); ``tensor_names(collection=...)``
+        then sees the edit. The files on disk never change.
+        """
+        self._maybe_load()
+        assert self._collections is not None
+        found = self._collections.get(coll_name)
+        if found is None:
+            found = self._collections[coll_name] = Collection.empty(coll_name)
+        return found
 
     def has_passed_step(self, step: int, mode: ModeKeys = _GLOBAL) -> StepState:
         """AVAILABLE (complete), NOT_YET_AVAILABLE (may still come) or UNAVAILABLE (never will)."""
@@ -308,6 +351,32 @@ class Trial:
         wait_for_steps(self, required_steps, _mode(mode), timeout=timeout)
 
 
+class LocalTrial(Trial):
+    """smdebug's ``LocalTrial(name, dirname)``: the trial in a local directory (``create_trial`` is the usual way).
+
+    It loads on the first query, so a missing directory raises MissingCollectionFiles there.
+    """
+
+    def __init__(self, name: str, dirname: str, range_steps: Sequence[int | None] | None = None,
+                 parallel: bool = True, check: bool = False, index_mode: bool = True, cache: bool = False,
+                 *, options: TrialOptions | None = None) -> None:
+        del parallel, check, index_mode  # no effect, as in smdebug
+        super().__init__(open_storage(dirname), name=name, range_steps=range_steps, options=options, cache=cache)
+        self.location = os.fspath(dirname)
+
+
+class S3Trial(Trial):
+    """smdebug's ``S3Trial(name, bucket_name, prefix_name)``: the trial at ``s3://bucket_name/prefix_name``."""
+
+    def __init__(self, name: str, bucket_name: str, prefix_name: str,
+                 range_steps: Sequence[int | None] | None = None, parallel: bool = True, check: bool = False,
+                 index_mode: bool = True, cache: bool = False, *, options: TrialOptions | None = None) -> None:
+        del parallel, check, index_mode  # no effect, as in smdebug
+        location = f"s3://{bucket_name}/{prefix_name.strip('/')}" if prefix_name.strip("/") else f"s3://{bucket_name}"
+        super().__init__(open_storage(location), name=name, range_steps=range_steps, options=options, cache=cache)
+        self.location = location
+
+
 def _collection_name(collection: object) -> str:
     if isinstance(collection, str):
         return collection
@@ -325,4 +394,4 @@ def _flatten(items: Any) -> Iterator[str]:
         yield from _flatten(item)
 
 
-__all__ = ["Trial"]
+__all__ = ["InvalidRangeSteps", "LocalTrial", "S3Trial", "Trial"]

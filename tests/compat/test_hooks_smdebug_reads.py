@@ -48,7 +48,10 @@ def test_smdebug_reads_what_the_framework_free_hook_wrote(tmp_path: Path, smdebu
         ["dense/weight", "loss", "ints", "half", "mask", "bytes", "words", "scalar/lr", "i32"])
     assert theirs["workers"] == ["worker_0"]
     assert theirs["modes"] == ["EVAL", "TRAIN"]
-    assert theirs["steps"] == ours["steps"] == {"GLOBAL": [0, 2, 4, 5, 6], "TRAIN": [0, 2, 4], "EVAL": [0, 1]}
+    # every TRAIN step holds its save_scalar("lr") value; the collections save at steps 0, 2, 4
+    assert theirs["steps"] == ours["steps"] == {"GLOBAL": [0, 1, 2, 3, 4, 5, 6], "TRAIN": [0, 1, 2, 3, 4], "EVAL": [0, 1]}
+    assert sorted(theirs["tensors"]["scalar/lr"]) == ["0", "1", "2", "3", "4"]
+    assert sorted(theirs["tensors"]["dense/weight"]) == ["0", "2", "4"]
     assert theirs["mode_of_step"] == ours["mode_of_step"]
     assert theirs["loaded_all_steps"] is True
     assert theirs["tensors"] == ours["tensors"]  # every value and stored reduction, bit for bit

@@ -45,7 +45,10 @@ def test_smdebug_reads_a_pytorch_hook_trial(pytorch_trial: Path, smdebug_python:
     theirs = dump_with_smdebug(smdebug_python, trial, tmp_path)
     ours = dump_with_format(trial)
     assert theirs["modes"] == ["EVAL", "TRAIN"]
-    assert theirs["steps"] == ours["steps"] == {"GLOBAL": [0, 2, 4, 5, 6], "TRAIN": [0, 2, 4], "EVAL": [0, 1]}
+    # every TRAIN step holds its save_scalar("lr") value; the collections save at steps 0, 2, 4
+    assert theirs["steps"] == ours["steps"] == {"GLOBAL": [0, 1, 2, 3, 4, 5, 6], "TRAIN": [0, 1, 2, 3, 4], "EVAL": [0, 1]}
+    assert sorted(theirs["tensors"]["scalar/lr"]) == ["0", "1", "2", "3", "4"]
+    assert sorted(theirs["tensors"]["Net_fc1.weight"]) == ["0", "2", "4", "5", "6"]
     assert theirs["mode_of_step"] == ours["mode_of_step"]
     assert theirs["tensor_names"] == ours["tensor_names"]
     assert {"Net_fc1.weight", "gradient/Net_fc2.bias", "relu_output_0", "CrossEntropyLoss_output_0", "scalar/lr"} <= set(

@@ -9,8 +9,8 @@ the real CRC wherever a footer is not the constant (TensorBoard files, other wri
 from __future__ import annotations
 
 import json
-import subprocess
 import struct
+import subprocess
 from pathlib import Path
 
 import numpy as np

@@ -43,14 +43,15 @@ def _words(*fixed: str) -> Callable[[re.Match[str]], list[str]]:
     return lambda m: list(fixed)
 
 
-# SDK message -> facts sdk_ext's message must contain (lowercase comparison).
+# SDK message -> facts sdk_ext's message must contain besides the SDK's own text (lowercase comparison):
+# what was wrong, where, how to fix it.
 SDK_ERROR_FACTS: list[tuple[str, Callable[[re.Match[str]], list[str]]]] = [
     (r"You cannot provide a 'rule_to_invoke' for SageMaker rules\..*", _words("rule_to_invoke", "Rule.custom")),
-    (r"`actions` must be of type `Action` or `ActionList`!", _words("actions must be an Action", "ActionList")),
+    (r"`actions` must be of type `Action` or `ActionList`!", _words("pass an action", "ActionList")),
     (r"If you provide a source, you must also provide a rule to invoke \(and vice versa\)\.",
      _words("source", "rule_to_invoke", "needs both")),
     (r"Rules list can only contain sagemaker\.debugger\.Rule and sagemaker\.debugger\.ProfilerRule",
-     _words("rules can only hold", "Rule and ProfilerRule")),
+     _words("rules[", "sdk_ext.debugger Rule and ProfilerRule")),
     (r"Current region does not support debugger but debugger hook config is set!",
      _words("does not support SageMaker Debugger", "hook config is set")),
     (r"Unsupported region: (\S+)\. .* Supported region\(s\): (.*)\.",
@@ -59,32 +60,36 @@ SDK_ERROR_FACTS: list[tuple[str, Callable[[re.Match[str]], list[str]]]] = [
      _words("profiler_config enables the profiler, but it is off")),
     (r"ProfilerRule cannot be set when disable_profiler is True\.", _words("profiler rules", "profiler is off")),
     (r"Profiler will not work when Framework Profiler is ON", _words("profile_params", "framework_profile_params",
-                                                                     "cannot be used together")),
+                                                                     "both set; keep one")),
     (r"framework_profile_params must be of type FrameworkProfile if specified\.",
-     _words("framework_profile_params must be a FrameworkProfile")),
-    (r"profile_params must be of type Profiler if specified\.", _words("profile_params must be a Profiler")),
-    (r"local_path must be a string!", _words("local_path must be a string")),
-    (r"file_max_size must be an integer greater than 0!", _words("file_max_size must be an integer", "> 0")),
-    (r"file_close_interval must be a float/integer greater than 0!", _words("file_close_interval", "> 0")),
-    (r"file_open_fail threshold must be an integer greater than 0!", _words("file_open_fail_threshold", "> 0")),
-    (r"profile_default_steps must be a boolean!", _words("profile_default_steps must be true or false")),
-    (r"start_step must be integer greater or equal to 0!", _words("start_step must be an integer >= 0")),
-    (r"num_steps must be integer greater than 0!", _words("num_steps must be an integer > 0")),
-    (r"start_unix_time must be valid integer unix time!", _words("start_unix_time must be an integer unix time")),
-    (r"duration must be float greater than 0!", _words("duration must be a number", "> 0")),
+     _words("pass FrameworkProfile(...)")),
+    (r"profile_params must be of type Profiler if specified\.", _words("pass Profiler(...)")),
+    (r"local_path must be a string!", _words("got", "give the directory")),
+    (r"file_max_size must be an integer greater than 0!", _words("got", "give the bytes")),
+    (r"file_close_interval must be a float/integer greater than 0!", _words("got", "give the seconds")),
+    (r"file_open_fail threshold must be an integer greater than 0!", _words("got", "whole number of attempts")),
+    (r"profile_default_steps must be a boolean!", _words("got", "pass true or false")),
+    (r"start_step must be integer greater or equal to 0!", _words("got", "first step to profile")),
+    (r"num_steps must be integer greater than 0!", _words("got", "how many steps")),
+    (r"start_unix_time must be valid integer unix time!", _words("got", "seconds since 1970")),
+    (r"duration must be float greater than 0!", _words("got", "seconds to profile")),
     (r"Both step and time fields cannot be specified in the metrics config!", _words("step range", "time range",
-                                                                                       "not both")),
-    (r"metrics_regex is invalid!", _words("metrics_regex", "not a valid regular expression")),
-    (r"python_profiler must be of type PythonProfiler!", _words("python_profiler must be a PythonProfiler")),
-    (r"cprofile_timer must be of type cProfileTimer", _words("cprofile_timer must be a cProfileTimer")),
+                                                                                       "keep one")),
+    (r"metrics_regex is invalid!", _words("got", "not a regular expression")),
+    (r"python_profiler must be of type PythonProfiler!", _words("got", "PythonProfiler.CPROFILE")),
+    (r"cprofile_timer must be of type cProfileTimer", _words("got", "cProfileTimer.TOTAL_TIME")),
     (r"Current region does not support profiler / debugger!", _words("does not support SageMaker Debugger")),
     (r"Debugger monitoring is already enabled\..*", _words("already enabled")),
     (r"Profiler is already disabled\.", _words("already disabled")),
     (r"Please provide profiler config or profiler rule to be updated\.", _words("nothing to update")),
     (r"framework_profile_params cannot be set when disable_framework_metrics is True",
-     _words("framework_profile_params cannot be set together with disable_framework_metrics")),
+     _words("pass one of the two")),
     (r"Please provide ProfilerRule to be updated\.", _words("only ProfilerRule objects")),
 ]
+
+
+# Upgrading the sagemaker package adds no region to sdk_ext's image table, so sdk_ext leaves this sentence out.
+_WRONG_ADVICE = "You may need to upgrade your SDK version (pip install -U sagemaker) for newer regions."
 
 
 def assert_same_error(err: BaseException, expected: dict[str, str]) -> None:
@@ -93,6 +98,10 @@ def assert_same_error(err: BaseException, expected: dict[str, str]) -> None:
     if not isinstance(err, DebuggerConfigError):  # raised by smdebug-rulesconfig, the same library as the SDK's
         assert str(err) == sdk_message
         return
+    sdk_text = " ".join(sdk_message.split())  # the rule_to_invoke message is a triple-quoted, indented string
+    ours_text = " ".join(str(err).split())
+    for part in sdk_text.split(_WRONG_ADVICE):  # the SDK's text, but for advice that does not apply to sdk_ext
+        assert part.strip() in ours_text, f"sdk_ext's message lacks the SDK's text {part!r}:\n{err}"
     ours = str(err).lower()
     for pattern, facts in SDK_ERROR_FACTS:
         match = re.fullmatch(pattern, sdk_message, re.DOTALL)

@@ -13,10 +13,11 @@ import pytest
 from aws_cdk import aws_kms as kms
 from aws_cdk.assertions import Template
 
-from infra.app import build
+from infra.app import build, cdk_json_context
 from infra.constructs.auto_stop import AutoStop
 from infra.stacks.auto_stop_stack import AutoStopStack
 
+OPT_IN_TAG = "sdk-ext:auto-stop"  # the default stack's only scope: jobs tagged sdk-ext:auto-stop=true
 SCOPED = {
     "job_name_prefix": "mnist-",
     "rule_names": ("VanishingGradient", "LowGPUUtilization"),
@@ -29,7 +30,7 @@ SCOPED = {
 @dataclass(frozen=True)
 class Synthesized:
     outdir: Path
-    default: AutoStopStack  # what `cdk synth` builds with no context
+    default: AutoStopStack  # what `cdk synth --context opt_in_tag=sdk-ext:auto-stop` builds
     scoped: AutoStopStack  # SCOPED: prefix, rule names, profiler rules, dry run, an email
     custom: (
         AutoStop  # the construct alone in a stack of its own: mixed-case prefix, topic under a customer key
@@ -45,12 +46,12 @@ class Synthesized:
 @pytest.fixture(scope="session")
 def synthesized(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
     outdir = tmp_path_factory.mktemp("cdk") / "cdk.out"
-    app = cdk.App(outdir=str(outdir))
+    app = cdk.App(outdir=str(outdir), context={**cdk_json_context(), "opt_in_tag": OPT_IN_TAG})
     default = build(app)
     scoped = AutoStopStack(app, "Scoped", **SCOPED)
     custom_stack = cdk.Stack(app, "CustomKey")
     key = kms.Key(custom_stack, "TopicKey", enable_key_rotation=True)
-    custom = AutoStop(custom_stack, "AutoStop", job_name_prefix="Team-A-", create_topic=True, topic_key=key)
+    custom = AutoStop(custom_stack, "AutoStop", job_name_prefix="Team-A-", topic_key=key)
     assembly = app.synth()  # cdk-nag runs here: raises on any unacknowledged finding
     stacks = {"default": default, "scoped": scoped, "custom": custom_stack}
     raw = {name: assembly.get_stack_artifact(stack.artifact_id).template for name, stack in stacks.items()}

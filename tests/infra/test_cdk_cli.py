@@ -39,8 +39,8 @@ def _network_namespace() -> list[str]:
     return []
 
 
-@pytest.mark.slow
-def test_npx_cdk_synth_succeeds_without_network(tmp_path):
+def _synth(tmp_path: Path, *context: str) -> tuple[subprocess.CompletedProcess[str], Path, Path]:
+    """`npx cdk synth` in the checkout, offline, with ``--context`` values: (process, cdk.out, network log)."""
     if not CDK.exists():
         message = "CDK CLI not installed: run `make cdk-cli` (npm ci with the committed package-lock.json)"
         if os.environ.get("SDK_EXT_REQUIRE_CDK_CLI") == "1":
@@ -54,12 +54,19 @@ def test_npx_cdk_synth_succeeds_without_network(tmp_path):
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     namespace = _network_namespace()
     command = [*namespace, "npx", "--no", "cdk", "synth", "--no-notices", "--quiet", "--output", str(out)]
-
+    for value in context:
+        command += ["--context", value]
     proc = subprocess.run(
         command, cwd=REPO, env=env, capture_output=True, text=True, timeout=600, check=False
     )
+    return proc, out, net_log
 
-    assert proc.returncode == 0, f"{' '.join(command)} failed:\n{proc.stdout}\n{proc.stderr}"
+
+@pytest.mark.slow
+def test_npx_cdk_synth_succeeds_without_network(tmp_path):
+    proc, out, net_log = _synth(tmp_path, "opt_in_tag=sdk-ext:auto-stop")
+    assert proc.returncode == 0, f"{' '.join(proc.args)} failed:\n{proc.stdout}\n{proc.stderr}"
+    assert "feature flags are not configured" not in proc.stdout + proc.stderr  # cdk.json sets them all
     attempts = net_log.read_text() if net_log.exists() else ""
     assert attempts == "", f"the offline synth tried to reach the network:\n{attempts}"
     template = json.loads((out / "DebuggerAutoStop.template.json").read_text())
@@ -67,6 +74,15 @@ def test_npx_cdk_synth_succeeds_without_network(tmp_path):
     assert rule["Properties"]["EventPattern"] == captured_pattern()
     report = json.loads((out / "validation-report.json").read_text())
     assert [p["conclusion"] for p in report["pluginReports"]] == ["success"]
+
+
+@pytest.mark.slow
+def test_npx_cdk_synth_without_a_scope_refuses_and_says_what_to_pass(tmp_path):
+    proc, out, _ = _synth(tmp_path)
+    assert proc.returncode != 0
+    assert "infra.app: invalid context: no scope: pass --context job_prefix=PREFIX" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not (out / "DebuggerAutoStop.template.json").exists()
 
 
 def test_network_hook_records_attempts(tmp_path):

@@ -7,6 +7,8 @@ import pytest
 from aws_cdk import aws_sqs as sqs
 from cdk_nag import AwsSolutionsChecks
 
+from infra.app import cdk_json_context
+
 IAM5_JOBS = "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:sagemaker:<AWS::Region>:<AWS::AccountId>:training-job/{}]"
 
 
@@ -32,11 +34,16 @@ def test_exactly_the_expected_findings_are_acknowledged_each_with_a_reason(synth
     assert set(acknowledged) == {
         ("DebuggerAutoStop", IAM5_JOBS.format("*")),
         ("DebuggerAutoStop", "AwsSolutions-L1"),
+        ("DebuggerAutoStop", "AwsSolutions-SQS3"),
+        ("DebuggerAutoStop", "AwsSolutions-IAM5[Action::kms:GenerateDataKey*]"),
         ("Scoped", IAM5_JOBS.format("mnist-*")),
         ("Scoped", "AwsSolutions-L1"),
+        ("Scoped", "AwsSolutions-SQS3"),
+        ("Scoped", "AwsSolutions-IAM5[Action::kms:GenerateDataKey*]"),
         ("CustomKey", IAM5_JOBS.format("Team-A-*")),
         ("CustomKey", IAM5_JOBS.format("team-a-*")),
         ("CustomKey", "AwsSolutions-L1"),
+        ("CustomKey", "AwsSolutions-SQS3"),
         ("CustomKey", "AwsSolutions-IAM5[Action::kms:GenerateDataKey*]"),
     }
     for key, reason in acknowledged.items():
@@ -45,7 +52,7 @@ def test_exactly_the_expected_findings_are_acknowledged_each_with_a_reason(synth
 
 def test_the_checks_do_fail_a_stack_with_findings(tmp_path):
     """The same plugin set-up rejects a plain queue (no TLS policy, no DLQ): the zero above means something."""
-    app = cdk.App(outdir=str(tmp_path / "cdk.out"))
+    app = cdk.App(outdir=str(tmp_path / "cdk.out"), context=cdk_json_context())
     cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
     sqs.Queue(cdk.Stack(app, "Bad"), "Queue")
     with pytest.raises(RuntimeError, match="ValidationFailed") as info:

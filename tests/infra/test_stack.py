@@ -7,17 +7,20 @@ from typing import Any
 import pytest
 from aws_cdk.assertions import Match
 
-from tests.infra.conftest import SCOPED, Synthesized
+from tests.infra.conftest import OPT_IN_TAG, SCOPED, Synthesized
 from tests.sagemaker_events import captured_pattern
 
 ALLOWED_ACTIONS = {
-    "kms:Decrypt",  # only for a topic under a customer key: see test_topic_under_a_customer_key...
+    "kms:Decrypt",  # the topic's customer-managed key only: see test_topic_under_a_customer_key...
     "kms:GenerateDataKey*",
     "sagemaker:DescribeTrainingJob",
+    "sagemaker:ListTags",  # with an opt-in tag only
     "sagemaker:StopTrainingJob",
     "logs:CreateLogStream",
     "logs:PutLogEvents",
     "sqs:SendMessage",
+    "sqs:GetQueueAttributes",  # with SendMessage, on the dead-letter queue only (the on-failure destination)
+    "sqs:GetQueueUrl",
     "sns:Publish",
 }
 
@@ -94,7 +97,9 @@ def test_function_runs_the_handler_on_python_3_13_with_json_logs(synthesized):
                 "Variables": {
                     "AUTO_STOP_RULE_NAMES": "",
                     "AUTO_STOP_JOB_PREFIX": "",
+                    "AUTO_STOP_OPT_IN_TAG": "sdk-ext:auto-stop",
                     "AUTO_STOP_PROFILER_RULES": "false",
+                    "AUTO_STOP_TOPIC_ARN": Match.any_value(),
                     "AUTO_STOP_DRY_RUN": "false",
                 }
             },
@@ -119,16 +124,31 @@ def test_asset_ships_only_the_handler_modules(synthesized):
 
 
 @pytest.mark.parametrize(
-    ("name", "patterns"),
-    [("default", ["*"]), ("scoped", ["mnist-*"]), ("custom", ["Team-A-*", "team-a-*"])],
+    ("name", "patterns", "tag"),
+    [("default", ["*"], OPT_IN_TAG), ("scoped", ["mnist-*"], None), ("custom", ["Team-A-*", "team-a-*"], None)],
 )
-def test_role_may_only_describe_and_stop_training_jobs_under_the_prefix(synthesized, name, patterns):
-    (sagemaker,) = [s for s in _statements(synthesized, name) if "sagemaker" in str(s["Action"])]
-    assert sorted(sagemaker["Action"]) == ["sagemaker:DescribeTrainingJob", "sagemaker:StopTrainingJob"]
-    assert sagemaker["Effect"] == "Allow"
-    resources = sagemaker["Resource"] if isinstance(sagemaker["Resource"], list) else [sagemaker["Resource"]]
+def test_role_may_only_describe_and_stop_training_jobs_in_scope(synthesized, name, patterns, tag):
+    sagemaker = {s["Sid"]: s for s in _statements(synthesized, name) if "sagemaker" in str(s["Action"])}
+    assert set(sagemaker) == {"DescribeTrainingJobs", "StopTrainingJobs"}
+    describe, stop = sagemaker["DescribeTrainingJobs"], sagemaker["StopTrainingJobs"]
+    reads = ["sagemaker:DescribeTrainingJob", "sagemaker:ListTags"] if tag else "sagemaker:DescribeTrainingJob"
+    assert describe["Action"] == reads and "Condition" not in describe
+    assert stop["Action"] == "sagemaker:StopTrainingJob"
+    # the opt-in tag: StopTrainingJob only on jobs tagged <tag>=true (aws:ResourceTag, supported by the
+    # training-job resource type of StopTrainingJob)
+    assert stop.get("Condition") == ({"StringEquals": {f"aws:ResourceTag/{tag}": "true"}} if tag else None)
     arn = "arn:<AWS::Partition>:sagemaker:<AWS::Region>:<AWS::AccountId>:training-job/"
-    assert [_arn_text(r) for r in resources] == [arn + p for p in patterns]
+    for statement in (describe, stop):
+        assert statement["Effect"] == "Allow"
+        resources = statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
+        assert [_arn_text(r) for r in resources] == [arn + p for p in patterns]
+
+
+def test_the_function_learns_its_scope_from_its_environment(synthesized):
+    for name, prefix, tag in (("default", "", OPT_IN_TAG), ("scoped", "mnist-", ""), ("custom", "Team-A-", "")):
+        _, function = _only(synthesized, name, "AWS::Lambda::Function")
+        variables = function["Environment"]["Variables"]
+        assert (variables["AUTO_STOP_JOB_PREFIX"], variables["AUTO_STOP_OPT_IN_TAG"]) == (prefix, tag)
 
 
 @pytest.mark.parametrize("name", ["default", "scoped", "custom"])
@@ -188,9 +208,13 @@ def test_failed_invocations_are_retried_then_dead_lettered(synthesized):
     template.has_resource_properties(
         "AWS::Lambda::EventInvokeConfig", {"MaximumRetryAttempts": 2, "MaximumEventAgeInSeconds": 3600}
     )
+    # an on-failure destination (its record holds the error with the event), not a function DLQ
     template.has_resource_properties(
-        "AWS::Lambda::Function", {"DeadLetterConfig": {"TargetArn": {"Fn::GetAtt": [queue, "Arn"]}}}
+        "AWS::Lambda::EventInvokeConfig",
+        {"DestinationConfig": {"OnFailure": {"Destination": {"Fn::GetAtt": [queue, "Arn"]}}}},
     )
+    _, function = _only(synthesized, "default", "AWS::Lambda::Function")
+    assert "DeadLetterConfig" not in function
 
 
 def test_dead_letter_queue_is_encrypted_keeps_messages_and_requires_tls(synthesized):
@@ -232,16 +256,53 @@ def test_only_events_from_the_rule_may_invoke_the_function(synthesized):
     assert permission["SourceArn"] == {"Fn::GetAtt": [rule, "Arn"]}
 
 
-def test_no_topic_unless_asked(synthesized):
-    synthesized.templates["default"].resource_count_is("AWS::SNS::Topic", 0)
-    assert synthesized.default.auto_stop.topic is None
-    assert "TopicArn" not in synthesized.raw["default"]["Outputs"]
+def test_every_stack_has_a_topic_under_a_customer_managed_key_that_cloudwatch_may_use(synthesized):
+    """Alarms cannot publish to a topic under the AWS-managed alias/aws/sns key (its policy cannot be changed)."""
+    for name in ("default", "scoped", "custom"):
+        key, key_props = _only(synthesized, name, "AWS::KMS::Key")
+        _, topic = _only(synthesized, name, "AWS::SNS::Topic")
+        assert topic["KmsMasterKeyId"] == {"Fn::GetAtt": [key, "Arn"]}
+        assert key_props["EnableKeyRotation"] is True
+        (cloudwatch,) = [s for s in key_props["KeyPolicy"]["Statement"]
+                         if s.get("Principal") == {"Service": "cloudwatch.amazonaws.com"}]
+        assert sorted(cloudwatch["Action"]) == ["kms:Decrypt", "kms:GenerateDataKey*"]
+        assert cloudwatch["Effect"] == "Allow" and cloudwatch["Resource"] == "*"  # "*" in a key policy: this key
+
+
+def test_only_this_accounts_alarms_may_publish_to_the_topic(synthesized):
+    _, policy = _only(synthesized, "default", "AWS::SNS::TopicPolicy")
+    topic, _ = _only(synthesized, "default", "AWS::SNS::Topic")
+    (alarms,) = [s for s in policy["PolicyDocument"]["Statement"] if s.get("Sid") == "AllowThisAccountsAlarms"]
+    assert alarms["Principal"] == {"Service": "cloudwatch.amazonaws.com"}
+    assert alarms["Action"] == "sns:Publish" and alarms["Resource"] == {"Ref": topic}
+    assert _arn_text(alarms["Condition"]["ArnLike"]["aws:SourceArn"]) == (
+        "arn:<AWS::Partition>:cloudwatch:<AWS::Region>:<AWS::AccountId>:alarm:*")
+    assert alarms["Condition"]["StringEquals"] == {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}
+
+
+@pytest.mark.parametrize("name", ["default", "scoped", "custom"])
+def test_alarms_on_function_errors_and_dead_letter_depth_notify_the_topic(synthesized, name):
+    alarms = {p["MetricName"]: p for _, p in ((k, v["Properties"]) for k, v in
+                                               _resources(synthesized, name, "AWS::CloudWatch::Alarm").items())}
+    assert set(alarms) == {"Errors", "ApproximateNumberOfMessagesVisible"}
+    function, _ = _only(synthesized, name, "AWS::Lambda::Function")
+    queue, _ = _only(synthesized, name, "AWS::SQS::Queue")
+    topic, _ = _only(synthesized, name, "AWS::SNS::Topic")
+    errors, depth = alarms["Errors"], alarms["ApproximateNumberOfMessagesVisible"]
+    assert (errors["Namespace"], errors["Statistic"], errors["Period"]) == ("AWS/Lambda", "Sum", 60)
+    assert errors["Dimensions"] == [{"Name": "FunctionName", "Value": {"Ref": function}}]
+    assert (depth["Namespace"], depth["Statistic"], depth["Period"]) == ("AWS/SQS", "Maximum", 300)
+    assert depth["Dimensions"] == [{"Name": "QueueName", "Value": {"Fn::GetAtt": [queue, "QueueName"]}}]
+    for alarm in (errors, depth):
+        assert alarm["Threshold"] == 1 and alarm["EvaluationPeriods"] == 1
+        assert alarm["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
+        assert alarm["TreatMissingData"] == "notBreaching"
+        assert alarm["AlarmActions"] == [{"Ref": topic}] and alarm["OKActions"] == [{"Ref": topic}]
+        assert len(alarm["AlarmDescription"]) > 80
 
 
 def test_topic_is_encrypted_requires_tls_and_mails_the_subscriber(synthesized):
     template = synthesized.templates["scoped"]
-    _, topic = _only(synthesized, "scoped", "AWS::SNS::Topic")
-    assert _arn_text(topic["KmsMasterKeyId"]).endswith(":alias/aws/sns")
     template.has_resource_properties(
         "AWS::SNS::Subscription", {"Protocol": "email", "Endpoint": "ml-team@example.com"}
     )
@@ -262,13 +323,16 @@ def test_topic_is_encrypted_requires_tls_and_mails_the_subscriber(synthesized):
 
 
 def test_outputs_name_what_was_created(synthesized):
-    assert set(synthesized.raw["default"]["Outputs"]) == {
-        "FunctionName",
-        "RuleName",
-        "DeadLetterQueueUrl",
-        "LogGroupName",
-    }
-    assert "TopicArn" in synthesized.raw["scoped"]["Outputs"]
+    for name in ("default", "scoped"):
+        assert set(synthesized.raw[name]["Outputs"]) == {
+            "FunctionName",
+            "RuleName",
+            "DeadLetterQueueUrl",
+            "LogGroupName",
+            "TopicArn",
+            "ErrorsAlarmName",
+            "DeadLetterAlarmName",
+        }
 
 
 def test_construct_exposes_what_it_creates(synthesized):
@@ -276,6 +340,8 @@ def test_construct_exposes_what_it_creates(synthesized):
     assert auto_stop.function.runtime.name == "python3.13"
     assert auto_stop.role is not None and auto_stop.log_group is not None and auto_stop.rule is not None
     assert auto_stop.dead_letter_queue is not None and auto_stop.topic is not None
+    assert auto_stop.topic_key is not None
+    assert auto_stop.errors_alarm is not None and auto_stop.dead_letter_alarm is not None
 
 
 def test_topic_under_a_customer_key_lets_the_function_use_that_key_only(synthesized):

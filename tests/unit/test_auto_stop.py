@@ -265,7 +265,7 @@ def test_events_that_do_not_call_for_a_stop_make_no_aws_call(aws, event, reason)
 
 
 def test_profiler_rule_stops_the_job_when_allowed(aws):
-    aws.describe()
+    aws.describe(event=profiler_only_event())
     aws.stop()
     result = aws.run(profiler_only_event(), AutoStopConfig(profiler_rules_can_stop=True))
     assert result["action"] == Action.STOPPED.value and result["rules"] == ["ProfilerReport"]
@@ -297,9 +297,9 @@ def test_rule_name_allow_list(aws, names, stops):
 
 
 def test_only_allowed_rules_are_reported_when_several_fire(aws):
-    aws.describe()
-    aws.stop()
     event = event_with(debug={"LossNotDecreasing": "IssuesFound"})
+    aws.describe(event=event)
+    aws.stop()
     result = aws.run(event, AutoStopConfig(rule_names=frozenset({"LossNotDecreasing"})))
     assert result["rules"] == ["LossNotDecreasing"]
 

@@ -37,11 +37,34 @@ class BuiltinRule(Rule):
 
     Subclasses parse every parameter in ``__init__`` through ``self.params`` and end with
     ``self.params.done()``, which raises one ConfigError naming each bad parameter and its value.
+
+    Every selection goes through :meth:`select`, which remembers what was asked for and what matched,
+    so that a rule which never matched a tensor says so (:meth:`coverage_note`) instead of passing.
     """
+
+    #: False for rules that judge something other than tensors (StalledTrainingRule: time).
+    selects_tensors = True
 
     def __init__(self, base_trial: Any, other_trials: Sequence[Any] | None = None, action_str: str = "") -> None:
         super().__init__(base_trial, other_trials, action_str)
         self.params = ParamParser(self.rule_name)
+        #: Names of the tensors this rule selected at some step (those it looked at).
+        self.checked: set[str] = set()
+        self._asked: dict[str, None] = {}  # the selections asked for, in first-asked order (for messages)
+
+    def coverage_note(self) -> str | None:
+        """None if the rule looked at some tensor; else why it checked nothing, and what to change."""
+        if not self.selects_tensors or self.checked:
+            return None
+        try:
+            names = sorted(self.base_trial.tensor_names())
+        except (*MISSING, NoMoreData):
+            names = []
+        asked = "; ".join(self._asked) or "any tensor"
+        sample = ", ".join(names[:6]) + (f" ... ({len(names)} in all)" if len(names) > 6 else "")
+        return (f"the rule matched no tensor ({asked}), so it evaluated nothing; the trial has "
+                f"{'the tensors ' + sample if names else 'no tensors'}. Set tensor_regex or collection_names "
+                "to tensors the job saves, or save the collection the rule needs")
 
     # --- selection ----------------------------------------------------------------------------
 
@@ -64,6 +87,8 @@ class BuiltinRule(Rule):
         """Names of the selected tensors that have data at ``step`` (sorted)."""
         trial = self.base_trial if trial is None else trial
         collections, regex = list(collections), list(regex)
+        self._asked.update({f"collection {c!r}": None for c in collections})
+        self._asked.update({f"tensor_regex {r!r}": None for r in regex})
         names: set[str] = set()
         if collections:
             known = _collection_names(trial)
@@ -74,7 +99,9 @@ class BuiltinRule(Rule):
             names.update(trial.tensor_names(regex=regex))
         if not collections and not regex and all_if_empty:
             names.update(trial.tensor_names())
-        return sorted(names & set(tensor_names_at(trial, step)))
+        found = sorted(names & set(tensor_names_at(trial, step)))
+        self.checked.update(found)
+        return found
 
     def collection_tensors(self, name: str, step: int, trial: Any = None) -> list[str]:
         """Tensors of collection ``name`` with data at ``step`` (empty if the collection does not exist)."""

@@ -10,8 +10,11 @@ RULES.md §3.14. Labels and predictions are the first tensor (by name) matching 
 * Fires when ``max(count) / min(count)`` over the classes seen exceeds ``threshold_imbalance``, or
   when a class is mispredicted (prediction != label, counted per true class) in more than
   ``threshold_misprediction`` of its samples.
-* Labels and predictions of different sizes are an error naming both tensors and shapes (often the
-  fix is ``argmax=True``).
+* Predictions one axis longer than the labels (per-class scores, e.g. XGBoost ``multi:softprob``) are
+  reduced with argmax whatever ``argmax`` says; other labels and predictions of different sizes are
+  an error naming both tensors and shapes.
+* A regression job (``hyperparameters/objective`` ``reg:...``, or labels with fractional values) stops
+  the rule with InsufficientInformationForRuleInvocation: "not a classification job" (Confusion too).
 """
 
 from __future__ import annotations
@@ -21,7 +24,11 @@ from typing import Any
 
 import numpy as np
 
-from sdk_ext.rules.builtin.base import BuiltinRule, fmt
+from sdk_ext.exceptions import InsufficientInformationForRuleInvocation
+from sdk_ext.rules.builtin.base import MISSING, BuiltinRule, fmt
+
+#: XGBoost objectives that are not classification.
+_NOT_CLASSIFICATION = ("reg:", "count:", "survival:", "rank:")
 
 
 def to_classes(values: np.ndarray, *, argmax: bool) -> np.ndarray:
@@ -30,6 +37,42 @@ def to_classes(values: np.ndarray, *, argmax: bool) -> np.ndarray:
     if argmax and values.ndim >= 1:
         return np.asarray(np.argmax(values, axis=-1), dtype=np.int64).ravel()
     return np.rint(values.astype(np.float64)).ravel().astype(np.int64)
+
+
+def not_classification_reason(labels: np.ndarray, objective: str | None) -> str | None:
+    """Why labels (and the job's objective, if known) are not those of a classification job, or None."""
+    if objective and objective.strip().lower().startswith(_NOT_CLASSIFICATION):
+        return f"the objective is {objective!r}"
+    values = np.asarray(labels)
+    if values.dtype.kind == "f":
+        finite = values[np.isfinite(values)]
+        fractional = finite[finite != np.round(finite)]
+        if fractional.size:
+            return f"the labels hold fractional values (e.g. {fmt(float(fractional[0]))})"
+    return None
+
+
+def job_objective(trial: Any, step: int) -> str | None:
+    """The ``hyperparameters/objective`` the XGBoost hook saved, if the trial has it."""
+    name = "hyperparameters/objective"
+    try:
+        if not trial.has_tensor(name):
+            return None
+        tensor = trial.tensor(name)
+        steps = tensor.steps()
+        value = np.asarray(tensor.value(step if step in steps else steps[0]))
+    except (*MISSING, IndexError, ValueError):
+        return None
+    return str(value.ravel()[0]) if value.size else None
+
+
+def require_classification(rule: BuiltinRule, labels: np.ndarray, label_name: str, step: int) -> None:
+    """Raise InsufficientInformationForRuleInvocation when the job is not a classification job."""
+    why = not_classification_reason(labels, job_objective(rule.base_trial, step))
+    if why is not None:
+        raise InsufficientInformationForRuleInvocation(
+            rule.rule_name, f"not a classification job: {why} (labels {label_name!r}, step {step}); this rule "
+            "compares class labels with predicted classes")
 
 
 def imbalance(counts: Counter[int]) -> tuple[float, int, int]:
@@ -78,8 +121,10 @@ class ClassImbalance(BuiltinRule):
         predictions_raw = self.value(prediction_names[0], step)
         if labels_raw is None or predictions_raw is None:
             return False
+        require_classification(self, labels_raw, label_names[0], step)
         labels = to_classes(labels_raw, argmax=False)
-        predictions = to_classes(predictions_raw, argmax=self.argmax)
+        per_class_scores = predictions_raw.ndim == labels_raw.ndim + 1
+        predictions = to_classes(predictions_raw, argmax=self.argmax or per_class_scores)
         if labels.size != predictions.size:
             raise ValueError(
                 f"{self.rule_name}: labels {label_names[0]!r} (shape {labels_raw.shape}) and predictions "

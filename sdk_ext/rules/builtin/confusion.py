@@ -12,6 +12,8 @@ RULES.md reconstructs [R]:
   AWS formula divides by the trace, which would fire on a perfect classifier.)
 * ``category_no`` unset: ``max(labels, predictions) + 1``. A class id outside ``[0, category_no)``
   is an error naming it.
+* A regression job (``hyperparameters/objective`` ``reg:...``, or labels with fractional values) stops
+  the rule with InsufficientInformationForRuleInvocation: "not a classification job".
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from sdk_ext.rules.builtin.base import BuiltinRule, fmt
-from sdk_ext.rules.builtin.class_imbalance import to_classes
+from sdk_ext.rules.builtin.class_imbalance import require_classification, to_classes
 
 
 def confusion_matrix(labels: np.ndarray, predictions: np.ndarray, category_no: int) -> np.ndarray:
@@ -92,6 +94,7 @@ class Confusion(BuiltinRule):
         labels_raw, predictions_raw = self.value(label_name, step), self.value(prediction_name, step)
         if labels_raw is None or predictions_raw is None:
             return False
+        require_classification(self, labels_raw, label_name, step)
         labels = to_classes(labels_raw, argmax=False)
         predictions = to_classes(predictions_raw, argmax=predictions_raw.ndim == labels_raw.ndim + 1)
         if labels.size != predictions.size:

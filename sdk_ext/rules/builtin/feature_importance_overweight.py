@@ -5,6 +5,10 @@ RULES.md §3.19. At each step, ``vals`` are the (scalar) values of every tensor 
 Fires when the top ``nfeatures`` hold more than ``threshold`` of the total. Reading chosen where
 RULES.md is silent [R]: with ``nfeatures`` or fewer features the share is 1 by construction, so the
 step is skipped instead of firing on every model with few features.
+
+Unused features count: a feature the trial holds importance for at some step but not at this one
+(smdebug's hook left out features ``get_score`` did not list) counts with importance 0 at this step,
+so the share is taken over every feature, as sdk_ext's hook saves it.
 """
 
 from __future__ import annotations
@@ -51,6 +55,10 @@ class FeatureImportanceOverweight(BuiltinRule):
             v = as_scalar(self.value(name, step))
             if v is not None:
                 values[name] = v
+        if not values:
+            return False
+        for name in self.base_trial.tensor_names(regex=self.tensor_regex):  # features unused at this step
+            values.setdefault(name, 0.0)
         share = top_share(list(values.values()), self.nfeatures)
         if share is not None and share > self.threshold:
             top = sorted(values, key=values.__getitem__, reverse=True)[: self.nfeatures]

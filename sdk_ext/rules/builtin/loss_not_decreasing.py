@@ -1,8 +1,11 @@
 """LossNotDecreasing: the loss has stopped going down (or has gone up too much).
 
 RULES.md §3.7. Tensors: the ``losses`` collection (when ``use_losses_collection`` and it exists)
-∪ ``collection_names`` ∪ ``tensor_regex``; every tensor when none of these yields any. Only
-one-element values count.
+∪ ``collection_names`` ∪ ``tensor_regex``. Only one-element values count. When these select
+nothing, nothing is judged: the rule never falls back to every tensor (smdebug's rule did, and then
+compared weights or accuracies as if they were losses). A trial with metrics but no loss at all
+(XGBoost with only ``auc``-like metrics, which grow as the model improves) stops the rule with
+InsufficientInformationForRuleInvocation saying so.
 
 Schedule (AWS docs): per tensor, a check happens at a saved step ``s`` at least ``num_steps`` after
 the previous check; it compares ``loss[s]`` with the newest saved ``loss[b]``, ``b <= s - num_steps``.
@@ -26,8 +29,10 @@ from __future__ import annotations
 import bisect
 from typing import Any
 
+from sdk_ext.exceptions import InsufficientInformationForRuleInvocation
 from sdk_ext.modes import ModeKeys
 from sdk_ext.rules.builtin.base import BuiltinRule, as_scalar, fmt
+from sdk_ext.rules.builtin.metric_pairs import has_any_loss, no_loss_reason
 
 
 def loss_verdict(previous: float, current: float, *, diff_percent: float,
@@ -84,8 +89,10 @@ class LossNotDecreasing(BuiltinRule):
         if self.use_losses_collection:
             collections.append("losses")
         names = self.select(step, collections=collections, regex=self.tensor_regex, all_if_empty=False)
-        if not names:
-            names = self.select(step)
+        if not names and not self.tensor_regex and not self.collection_names:
+            metrics = self.collection_tensors("metrics", step)
+            if metrics and not has_any_loss(self.base_trial):
+                raise InsufficientInformationForRuleInvocation(self.rule_name, no_loss_reason(step, metrics))
         return names
 
     def invoke_at_step(self, step: int) -> bool:

@@ -11,6 +11,11 @@ reconstructs [R]:
   ``ratio = (mean_eval - mean_train) / |mean_train|`` (|mean_train| taken as 1 when it is 0). A
   ratio above ``ratio_threshold`` counts one strike; a ratio at or below resets the count. Fires
   when ``patience`` consecutive EVAL steps strike.
+* A trial saved only in GLOBAL mode (XGBoost: step = boosting round) pairs ``train-<metric>`` with
+  ``<validation set>-<metric>`` (:mod:`~sdk_ext.rules.builtin.metric_pairs`) at each step and takes the
+  same ratio, one strike count per pair. GLOBAL losses without such a pair, or metrics without any
+  loss, make the rule stop with InsufficientInformationForRuleInvocation saying why (smdebug's data
+  left the rule inert, silently).
 """
 
 from __future__ import annotations
@@ -18,8 +23,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from sdk_ext.exceptions import InsufficientInformationForRuleInvocation
 from sdk_ext.modes import ModeKeys
 from sdk_ext.rules.builtin.base import BuiltinRule, as_scalar, fmt
+from sdk_ext.rules.builtin.metric_pairs import has_any_loss, metric_pairs, no_loss_reason, no_pair_reason
 
 
 def overfit_ratio(train_mean: float, eval_mean: float) -> float:
@@ -58,9 +65,12 @@ class Overfit(BuiltinRule):
         self.ratio_threshold = self.params.number("ratio_threshold", ratio_threshold)
         self.params.done()
         self._state: dict[str, _State] = {}
+        self._pair_strikes: dict[str, int] = {}
 
     def invoke_at_step(self, step: int) -> bool:
         mode, mode_step = self.mode_of(step)
+        if mode == ModeKeys.GLOBAL:
+            return self._global_step(step)
         if mode not in (ModeKeys.TRAIN, ModeKeys.EVAL):
             return False
         for name in self.loss_tensors(step, self.tensor_regex):
@@ -91,3 +101,40 @@ class Overfit(BuiltinRule):
                     f"(ratio_threshold {fmt(self.ratio_threshold)}, {st.strikes} step(s) in a row)"
                 )
         return False
+
+    def _global_step(self, step: int) -> bool:
+        if has_train_or_eval_mode(self.base_trial):
+            return False  # a trial with modes is judged on its TRAIN and EVAL steps
+        names = self.loss_tensors(step, self.tensor_regex)
+        if not names:
+            metrics = self.collection_tensors("metrics", step)
+            if metrics and not self.tensor_regex and not has_any_loss(self.base_trial):
+                raise InsufficientInformationForRuleInvocation(self.rule_name, no_loss_reason(step, metrics))
+            return False
+        pairs = metric_pairs(names)
+        if not pairs:
+            raise InsufficientInformationForRuleInvocation(self.rule_name, no_pair_reason(names))
+        if step < self.start_step:
+            return False
+        for pair in pairs:
+            train, valid = as_scalar(self.value(pair.train, step)), as_scalar(self.value(pair.validation, step))
+            if train is None or valid is None:
+                continue
+            ratio = overfit_ratio(train, valid)
+            strikes = self._pair_strikes.get(pair.validation, 0) + 1 if ratio > self.ratio_threshold else 0
+            self._pair_strikes[pair.validation] = strikes
+            if strikes >= self.patience:
+                return self.found_issue(
+                    f"{pair.validation!r} {fmt(valid)} is {fmt(ratio * 100)}% above {pair.train!r} {fmt(train)} at "
+                    f"step {step} (ratio_threshold {fmt(self.ratio_threshold)}, {strikes} step(s) in a row)"
+                )
+        return False
+
+
+def has_train_or_eval_mode(trial: Any) -> bool:
+    """Whether the trial has TRAIN or EVAL steps (so far)."""
+    try:
+        modes = trial.modes()
+    except Exception:  # noqa: BLE001 - a trial that cannot say: judge as GLOBAL-only
+        return False
+    return any(ModeKeys.parse(m) in (ModeKeys.TRAIN, ModeKeys.EVAL) for m in modes)

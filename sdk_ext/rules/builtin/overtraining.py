@@ -1,7 +1,10 @@
 """Overtraining: training or validation loss has stopped improving (early-stopping logic).
 
 RULES.md §3.9. Losses: the ``losses`` collection, else tensors named like "loss"; one-element
-values; GLOBAL-mode steps count as training. Readings chosen where RULES.md reconstructs [R]:
+values; GLOBAL-mode steps count as training, except a GLOBAL validation metric of a
+``train-<metric>`` / ``<set>-<metric>`` pair (XGBoost, :mod:`~sdk_ext.rules.builtin.metric_pairs`), which
+counts as validation (``patience_validation``). Metrics saved without any loss (auc only, say) stop
+the rule with InsufficientInformationForRuleInvocation saying so. Readings chosen where RULES.md reconstructs [R]:
 
 * Per tensor and mode, the best loss so far; a value below ``best - delta`` is an improvement
   (``delta`` absolute, like Keras' ``min_delta``) and resets the wait; any other value adds one.
@@ -16,8 +19,10 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from sdk_ext.exceptions import InsufficientInformationForRuleInvocation
 from sdk_ext.modes import ModeKeys
 from sdk_ext.rules.builtin.base import BuiltinRule, as_scalar, fmt
+from sdk_ext.rules.builtin.metric_pairs import has_any_loss, no_loss_reason, validation_names
 
 
 @dataclass
@@ -57,17 +62,25 @@ class Overtraining(BuiltinRule):
         self._plateaus: dict[tuple[str, ModeKeys], Plateau] = {}
 
     def invoke_at_step(self, step: int) -> bool:
-        mode, mode_step = self.mode_of(step)
-        if mode == ModeKeys.GLOBAL:
-            mode = ModeKeys.TRAIN
-        if mode not in (ModeKeys.TRAIN, ModeKeys.EVAL):
+        step_mode, mode_step = self.mode_of(step)
+        if step_mode not in (ModeKeys.TRAIN, ModeKeys.EVAL, ModeKeys.GLOBAL):
             return False
-        patience = self.patience_train if mode == ModeKeys.TRAIN else self.patience_validation
-        label = "patience_train" if mode == ModeKeys.TRAIN else "patience_validation"
-        for name in self.loss_tensors(step):
+        names = self.loss_tensors(step)
+        if not names:
+            metrics = self.collection_tensors("metrics", step)
+            if metrics and not has_any_loss(self.base_trial):
+                raise InsufficientInformationForRuleInvocation(self.rule_name, no_loss_reason(step, metrics))
+            return False
+        validation = validation_names(names) if step_mode == ModeKeys.GLOBAL else set()
+        for name in names:
             value = as_scalar(self.value(name, step))
             if value is None:
                 continue
+            mode = step_mode
+            if mode == ModeKeys.GLOBAL:
+                mode = ModeKeys.EVAL if name in validation else ModeKeys.TRAIN
+            patience = self.patience_train if mode == ModeKeys.TRAIN else self.patience_validation
+            label = "patience_train" if mode == ModeKeys.TRAIN else "patience_validation"
             plateau = self._plateaus.setdefault((name, mode), Plateau())
             if plateau.add(value, self.delta) >= patience:
                 return self.found_issue(

@@ -28,6 +28,8 @@ from sdk_ext.rules.builtin.base import BuiltinRule, fmt
 class StalledTrainingRule(BuiltinRule):
     """Fires when no new step has been written for more than ``threshold`` seconds."""
 
+    selects_tensors = False  # it judges the time between steps, not tensors
+
     def __init__(
         self,
         base_trial: Any,

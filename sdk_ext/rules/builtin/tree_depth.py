@@ -1,8 +1,10 @@
 """TreeDepth (XGBoost): trees deeper than ``depth``.
 
-RULES.md §3.20. The XGBoost hook saves the node ids of the current model as ``trees/Node``; the
-depth is ``floor(log2(max node id))`` (0 for a lone root), as the AWS docs define it. Fires when
-it exceeds ``depth``.
+RULES.md §3.20. The XGBoost hook saves the node ids of the round's trees as ``trees/Node``; the
+depth is ``floor(log2(max node id))`` (0 for a lone root), as the AWS docs define it. That formula
+counts a full tree right but an unbalanced one short (a path of depth 5 can end at node id 10):
+sdk_ext's hook also saves each node's depth as ``trees/Depth``, and when a step has it, the rule
+takes the largest one. Fires when the depth exceeds ``depth``.
 """
 
 from __future__ import annotations
@@ -33,6 +35,13 @@ class TreeDepth(BuiltinRule):
 
     def invoke_at_step(self, step: int) -> bool:
         for name in self.select(step, regex=[r"(^|/)trees/Node$"], all_if_empty=False):
+            depths = self.value(name[: -len("Node")] + "Depth", step)
+            if depths is not None and is_numeric(depths):
+                d = int(np.max(depths))
+                if d > self.depth:
+                    return self.found_issue(f"tensor {name[:-4] + 'Depth'!r}: a tree of depth {d}, deeper than "
+                                            f"depth {self.depth}")
+                continue
             ids = self.value(name, step)
             if ids is None or not is_numeric(ids):
                 continue

@@ -4,6 +4,12 @@ RULES.md ยง3.6. At step ``s``, for each selected tensor (``collection_names`` โ
 every tensor when both are empty): take its last ``num_steps`` saved steps up to and including
 ``s`` (saved steps, not necessarily consecutive); fewer than that, skip. Fires when every one of
 them is ``np.allclose`` to the value at ``s`` with ``rtol``, ``atol``, ``equal_nan``.
+
+Modes: the window holds steps of the mode of ``s`` only, and EVAL and PREDICT steps are not judged.
+Weights cannot change while a model is evaluated, so two validation steps between training steps
+(or the same validation batch run twice) are not a stalled model. smdebug's rule (never public; its
+2019 tests use no modes) took the last saved steps of any mode (``prev_steps`` with GLOBAL), which
+fired on a healthy job that validates every few steps. A trial without modes is all GLOBAL: unchanged.
 """
 
 from __future__ import annotations
@@ -14,7 +20,11 @@ from typing import Any
 
 import numpy as np
 
+from sdk_ext.modes import ModeKeys
 from sdk_ext.rules.builtin.base import BuiltinRule, is_numeric
+
+#: Modes in which nothing trains: a tensor that does not change there is expected.
+NOT_TRAINING = (ModeKeys.EVAL, ModeKeys.PREDICT)
 
 
 def unchanged(values: Sequence[np.ndarray], *, rtol: float, atol: float, equal_nan: bool) -> bool:
@@ -50,10 +60,19 @@ class UnchangedTensor(BuiltinRule):
         self.atol = self.params.number("atol", atol, ge=0)
         self.equal_nan = self.params.flag("equal_nan", equal_nan)
         self.params.done()
+        self._modes: dict[int, ModeKeys] = {}  # global step -> its mode
+
+    def _mode(self, step: int) -> ModeKeys:
+        if step not in self._modes:
+            self._modes[step] = self.mode_of(step)[0]
+        return self._modes[step]
 
     def invoke_at_step(self, step: int) -> bool:
+        mode = self._mode(step)
+        if mode in NOT_TRAINING:
+            return False
         for name in self.select(step, collections=self.collection_names, regex=self.tensor_regex):
-            steps = self.tensor_steps(name)
+            steps = [s for s in self.tensor_steps(name) if self._mode(s) == mode]
             window = steps[max(0, bisect.bisect_right(steps, step) - self.num_steps): bisect.bisect_right(steps, step)]
             if len(window) < self.num_steps or window[-1] != step:
                 continue
@@ -62,6 +81,7 @@ class UnchangedTensor(BuiltinRule):
                 continue
             if unchanged(values, rtol=self.rtol, atol=self.atol, equal_nan=self.equal_nan):
                 return self.found_issue(
-                    f"tensor {name!r} has not changed over its last {self.num_steps} saved steps {window}"
+                    f"tensor {name!r} has not changed over its last {self.num_steps} saved "
+                    f"{'' if mode is ModeKeys.GLOBAL else mode.name + ' '}steps {window}"
                 )
         return False

@@ -27,7 +27,8 @@ def test_weights_gradients_losses_are_the_trained_values(tmp_path: Path) -> None
     hook.close()
     assert hook.failure is None
     dump = dump_with_format(tmp_path)
-    assert dump["steps"] == {"GLOBAL": [0, 2, 4]}
+    assert dump["steps"] == {"GLOBAL": [0, 1, 2, 3, 4]}  # steps 1 and 3 hold only the lr given there
+    assert sorted(dump["tensors"]["scalar/lr"]) == ["0", "1", "2", "3", "4"]
     for step in (0, 2, 4):
         for pname in ("fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"):
             assert np.array_equal(value(dump, f"Net_{pname}", step), record["weights"][step][pname].numpy())

@@ -127,7 +127,7 @@ def test_xgboost_only_rules_warn_outside_xgboost(caplog: pytest.LogCaptureFixtur
 def test_il_central_1_gets_a_hook_but_no_built_in_rules() -> None:
     out = apply_debugger(_request(), region="il-central-1")
     assert out["DebugHookConfig"]["S3OutputPath"] == OUTPUT
-    with pytest.raises(DebuggerConfigError, match="no sagemaker-debugger-rules rule-evaluator image .* 'il-central-1'"):
+    with pytest.raises(DebuggerConfigError, match="Unsupported region: il-central-1. No sagemaker-debugger-rules rule-evaluator image .* 'il-central-1'"):
         apply_debugger(_request(), rules=[Rule.sagemaker(rule_configs.overfit())], region="il-central-1")
     custom = Rule.custom("Mine", "img:1", "ml.m5.xlarge", 10)
     assert apply_debugger(_request(), rules=[custom], region="il-central-1")["DebugRuleConfigurations"][0][

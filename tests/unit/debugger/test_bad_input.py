@@ -93,7 +93,7 @@ def test_a_hook_config_in_an_unsupported_region_fails_the_call_before_it_is_sent
     attach(client, debugger_hook_config=DebuggerHookConfig(s3_output_path="s3://b/debug"))
     with pytest.raises(DebuggerConfigError) as info:
         client.create_training_job(**REQUEST)
-    assert "region 'ap-southeast-3' does not support SageMaker Debugger" in str(info.value)
+    assert "Region 'ap-southeast-3' does not support SageMaker Debugger" in str(info.value)
     assert "debugger_hook_config=False" in str(info.value)
     assert capture.calls == []
 
@@ -142,7 +142,7 @@ def test_nothing_is_uploaded_when_the_configuration_has_problems(tmp_path: Path)
     with pytest.raises(DebuggerConfigError) as info:
         apply_debugger(REQUEST, rules=rules, region="ap-southeast-3", uploader=uploader)
     assert uploader.uploads == []
-    assert "no sagemaker-debugger-rules rule-evaluator image is published in region 'ap-southeast-3'" in str(info.value)
+    assert "No sagemaker-debugger-rules rule-evaluator image is published in region 'ap-southeast-3'" in str(info.value)
     out = apply_debugger(REQUEST, rules=rules, region="us-west-2", uploader=uploader)
     assert uploader.uploads == [str(source)]
     assert out["DebugRuleConfigurations"][0]["RuleParameters"]["source_s3_uri"] == "s3://uploaded/Mine.py"

@@ -32,13 +32,16 @@ def test_bad_regex_is_a_config_error_naming_the_collection() -> None:
         Collection("relu", include_regex=["(unclosed"])
 
 
-def test_unknown_included_collection_and_empty_custom_collection_are_rejected() -> None:
+def test_an_included_name_becomes_a_collection_to_fill_later_and_empty_ones_are_listed() -> None:
     m = CollectionManager.with_builtins()
-    with pytest.raises(ConfigError, match="include_collections names 'activations'"):
-        policy(m, ["activations"]).prepare()
-    m.add(Collection("empty"))
-    with pytest.raises(ConfigError, match="'empty' has neither include_regex nor tensor names"):
-        policy(m, ["losses"]).prepare()
+    p = policy(m, ["activations", "losses"])
+    p.prepare()
+    assert "activations" in m and p.empty_included() == ["activations"]
+    m.get("activations").include("relu")
+    assert p.empty_included() == []
+    assert p.begin_step(ModeKeys.TRAIN, 0) and p.plan("relu_output_0") is not None
+    m.add(Collection("empty"))  # not included: not listed
+    assert policy(m, ["losses"]).empty_included() == []
 
 
 def test_plan_is_the_union_of_active_including_collections() -> None:

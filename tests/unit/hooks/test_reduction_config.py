@@ -41,3 +41,11 @@ def test_norm_aliases_and_duplicates() -> None:
 def test_to_spec_is_what_the_collections_file_holds() -> None:
     spec = ReductionConfig(reductions=["mean"], norms=["l2"], abs_reductions=["max"], save_raw_tensor=True).to_spec()
     assert (spec.reductions, spec.save_raw_tensor, spec.save_shape) == (("mean", "l2_norm", "abs_max"), True, False)
+
+
+def test_to_json_and_from_json_round_trip_as_in_smdebug() -> None:
+    for config in (ReductionConfig(reductions=["min"], norms=["l2"]), ReductionConfig(),
+                   ReductionConfig(save_raw_tensor=True, abs_reductions=["max"], save_shape=True)):
+        assert ReductionConfig.from_json(config.to_json()) == config
+    with pytest.raises(ConfigError, match="reduction config JSON"):
+        ReductionConfig.from_json("not json")

@@ -97,3 +97,13 @@ def test_next_step_after_agrees_with_should_save_step(kwargs: dict[str, object])
             assert nxt == later[0]
         else:
             assert nxt is None or nxt >= 1200
+
+
+def test_to_json_and_from_json_round_trip_as_in_smdebug() -> None:
+    config = SaveConfig(save_interval=11, start_step=10, save_steps=[50])
+    assert SaveConfig.from_json(config.to_json()) == config
+    assert SaveConfig.from_json(config.to_json()).to_json() == config.to_json()
+    per_mode = SaveConfig({ModeKeys.TRAIN: SaveConfigMode(save_interval=2), ModeKeys.EVAL: SaveConfigMode(end_step=3)})
+    assert SaveConfig.from_json(per_mode.to_json()) == per_mode
+    with pytest.raises(ConfigError, match="save config JSON"):
+        SaveConfig.from_json("[1, 2]")

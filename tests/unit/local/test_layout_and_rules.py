@@ -135,7 +135,7 @@ def test_rule_processing_job_names_and_status_files(tmp_path: Path) -> None:
 
 
 def test_evaluator_gets_rule_parameters_verbatim_and_no_actions(tmp_path: Path) -> None:
-    argv = rule_jobs.evaluator_argv(python="py", evaluate_py=Path("e.py"), trial_dir=Path("/t"),
+    argv = rule_jobs.evaluator_argv(python="py", evaluator=["e.py"], trial_dir=Path("/t"),
                                     output_dir=Path("/o"), rule_configuration_name="LND",
                                     rule_parameters={"rule_to_invoke": "LossNotDecreasing", "num_steps": "3"},
                                     poll_interval=0.2)
@@ -152,14 +152,28 @@ def test_auto_stop_is_loaded_from_the_checkout_once() -> None:
 
 
 def test_missing_deployment_root_says_where_it_looked_and_how_to_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(deployment, "CHECKOUT", tmp_path)
     monkeypatch.delenv("SDK_EXT_RULES_DIR", raising=False)
-    with pytest.raises(ConfigError, match=r"rules/evaluate.py not found \(tried .*nowhere/evaluate.py \(given\), "
+    monkeypatch.delenv("SDK_EXT_LAMBDA_DIR", raising=False)
+    with pytest.raises(ConfigError, match=r"rules/evaluate.py not found \(tried .*nowhere/evaluate.py \(given\)\); "
                        r".*SDK_EXT_RULES_DIR"):
-        deployment.rules_dir(tmp_path / "nowhere")
+        deployment.evaluator_command(tmp_path / "nowhere")
     (tmp_path / "rules").mkdir()
     (tmp_path / "rules" / "evaluate.py").write_text("")
-    assert deployment.rules_dir() == (tmp_path / "rules").resolve()
+    assert deployment.evaluator_command(tmp_path / "rules") == [str((tmp_path / "rules" / "evaluate.py").resolve())]
+    monkeypatch.setenv("SDK_EXT_RULES_DIR", str(tmp_path / "rules"))
+    assert deployment.evaluator_command() == [str((tmp_path / "rules" / "evaluate.py").resolve())]
+    monkeypatch.delenv("SDK_EXT_RULES_DIR")
+    assert deployment.evaluator_command() == ["-m", "sdk_ext.evaluator"]  # the package's own evaluator
+
+    monkeypatch.setattr(deployment, "CHECKOUT", tmp_path)
+    monkeypatch.setattr(deployment, "PACKAGED_LAMBDA", tmp_path / "site" / "sdk_ext" / "lambda_function")
+    with pytest.raises(ConfigError, match=r"lambda/auto_stop.py not found \(tried .*lambda_function/auto_stop.py "
+                       r"\(the installed sdk_ext\), .*/lambda/auto_stop.py \(the checkout .*SDK_EXT_LAMBDA_DIR"):
+        deployment.lambda_dir()
+    for where in (tmp_path / "lambda", deployment.PACKAGED_LAMBDA):  # the installed copy comes first
+        where.mkdir(parents=True)
+        (where / "auto_stop.py").write_text("")
+        assert deployment.lambda_dir() == where.resolve()
 
 
 def test_auto_stop_loads_without_lambda_on_sys_path(repo_env: dict[str, str]) -> None:

@@ -29,12 +29,27 @@ def test_non_finite_values_break_the_line_and_are_marked() -> None:
     assert "http" not in out
 
 
-def test_log_scale_skips_non_positive_values_and_an_empty_chart_says_so() -> None:
-    out = svg.render(svg.Chart(title="w", y_label="norm", series=[svg.Series("w", [0, 1, 2], [0.0, 1.0, 10.0])],
-                               log_y=True))
+def test_log_scale_draws_zeros_on_the_bottom_edge_and_an_empty_chart_says_so() -> None:
+    series = [svg.Series("w", [0, 1, 2], [0.0, 1.0, 10.0])]
+    out = svg.render(svg.Chart(title="w", y_label="norm", series=series, log_y=True))
     assert len(re.findall(r"<polyline ", out)) == 1 and ">10</text>" in out and ">1</text>" in out
+    # the exact zero (what VanishingGradient flags) is not dropped: a ring on the bottom edge, with its title
+    assert "w: 0 at step 0 (not on a log axis)" in out and 'class="offaxis"' in out
+    assert svg.off_chart(series, log_y=True) == svg.OffChart(zero=1)
+    assert not svg.off_chart(series, log_y=False)
     empty = svg.render(svg.Chart(title="e", y_label="v", series=[svg.Series("x", [0], [math.nan])]))
-    assert "no finite values to plot" in empty
+    assert "no value can be drawn on this axis" in empty
+
+
+def test_marker_labels_at_one_step_are_stacked_not_drawn_over_each_other() -> None:
+    markers = [svg.Marker(5, "ExplodingTensor: IssuesFound @ 5"), svg.Marker(5, "VanishingGradient: IssuesFound @ 5"),
+               svg.Marker(90, "LossNotDecreasing: IssuesFound @ 90")]
+    out = svg.render(svg.Chart(title="l", y_label="v", series=[svg.Series("x", list(range(100)), [1.0] * 100)],
+                               markers=markers))
+    ys = [float(y) for y in re.findall(r'<text x="[^"]+" y="([^"]+)" text-anchor="\w+" fill="#d62728"', out)]
+    assert len(ys) == 3 and ys[0] != ys[1]  # same step: two rows
+    assert ys[2] == ys[0]  # far away: the first row again
+    assert svg.label_rows([(0, 100), (50, 150), (200, 300), (60, 90)]) == [0, 1, 0, 2]
 
 
 def test_console_shows_progress_on_a_terminal_only() -> None:

@@ -245,10 +245,12 @@ def test_class_imbalance_vectors():
     assert first_firing(ClassImbalance(balanced(wrong_class=3))) == 0
     few = FakeTrial(ended=True).add(0, {"labels": np.r_[np.zeros(99), 1], "predictions": np.r_[np.zeros(99), 1]})
     assert first_firing(ClassImbalance(few)) is None  # fewer than `samples`
-    scores = np.eye(10)[np.arange(500) % 10]
-    with pytest.raises(ValueError, match="argmax"):
+    scores = np.eye(10)[np.arange(500) % 10]  # per-class scores (multi:softprob): argmax taken by itself
+    assert first_firing(ClassImbalance(FakeTrial(ended=True).add(0, {"labels": np.arange(500) % 10,
+                                                                      "predictions": scores}))) is None
+    with pytest.raises(ValueError, match="different numbers of samples"):
         first_firing(ClassImbalance(FakeTrial(ended=True).add(0, {"labels": np.arange(500) % 10,
-                                                                   "predictions": scores})))
+                                                                   "predictions": np.arange(400) % 10})))
     assert first_firing(ClassImbalance(FakeTrial(ended=True).add(0, {"labels": np.arange(500) % 10,
                                                                       "predictions": scores}), argmax="True")) is None
 

@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 from sdk_ext.hooks.output import TrialOutput
 from sdk_ext.hooks.policy import SavePolicy
-from sdk_ext.hooks.steps import Step, StepCounter
+from sdk_ext.hooks.step_counter import Step, StepCounter
 from sdk_ext.modes import ModeKeys
 
 logger = logging.getLogger(__name__)
@@ -57,9 +57,19 @@ class HookSteps:
     _explicit_steps: bool  # the script calls begin_step/step(): forward calls do not start steps
     _steps: StepCounter
     _in_step: bool
+    _held: list[Any]  # values given before their step was open
+    _checked_empty: bool  # the first saved step looked for included collections that match nothing
 
     def _setup_worker(self) -> None:
         """Resolve rank and world size at the first step; open the output if this worker writes."""
+        raise NotImplementedError
+
+    def _write_held(self) -> None:
+        """Write the values held for the step that just opened."""
+        raise NotImplementedError
+
+    def _check_empty_collections(self) -> None:
+        """Warn about included collections that can match nothing (called at the first saved step)."""
         raise NotImplementedError
 
     # --- public API ------------------------------------------------------------------------------
@@ -122,10 +132,20 @@ class HookSteps:
         step = self._steps.next(global_step)
         self._in_step = True
         self._open_current_step(step)
+        if self._held:
+            self._write_held()
 
     def _open_current_step(self, step: Step) -> None:
-        self.policy.begin_step(step.mode, step.mode_step)
-        if self.policy.active and self._out is not None and not self._out.step_open:
+        saved = self.policy.begin_step(step.mode, step.mode_step)
+        if saved and not self._checked_empty:
+            self._check_empty_collections()
+        if self.policy.active:
+            self._open_output()
+
+    def _open_output(self) -> None:
+        """Open the current step's files (if this worker writes and they are not open yet)."""
+        if self._out is not None and not self._out.step_open and self._in_step:
+            step = self._steps.current
             self._out.open_step(step.global_step, step.mode, step.mode_step)
 
     def _refresh_step(self) -> None:
@@ -134,7 +154,7 @@ class HookSteps:
 
     def _end_step(self) -> None:
         self._in_step = False
-        if self.policy.active and self._out is not None and self._out.step_open:
+        if self._out is not None and self._out.step_open:
             changed, self.policy.names_changed = self.policy.names_changed, False
             self._out.close_step(collections_changed=changed)
 
@@ -143,9 +163,10 @@ class HookSteps:
             self.failure = sys.exc_info()[1]
         if not self._disabled:
             logger.exception(
-                "sdk_ext hook failed in %s; the hook is disabled for the rest of training (training goes on). "
+                "sdk_ext hook failed in %s (%s); the hook is disabled for the rest of training (training goes on). "
                 "Steps completed before this point are intact in %s.",
                 where,
+                sys.exc_info()[1],
                 self.out_dir,
             )
         self._disabled = True

@@ -1,0 +1,204 @@
+"""Zero script change for XGBoost: a script that calls ``xgb.train`` or an sklearn estimator's ``fit``
+with no hook code gets the hook when SageMaker's config is present.
+
+One line before the training script, as for PyTorch::
+
+    python -m sdk_ext.xgboost.run train.py --num-round 50      # instead of: python train.py --num-round 50
+
+or, to keep ``python train.py``, a ``.pth`` file in site-packages (run at interpreter start; it imports
+nothing heavy: xgboost is patched when the script imports it)::
+
+    echo "import sdk_ext.xgboost.zero_change as z; z.install()" > "$(python -c 'import site; print(site.getsitepackages()[0])')/sdk_ext_xgboost_hook.pth"
+
+``install()`` does nothing unless ``debughookconfig.json`` exists (``$SMDEBUG_CONFIG_FILE_PATH``,
+default ``/opt/ml/input/config/debughookconfig.json``) and ``USE_SMDEBUG`` is not ``0``/``false``.
+Then ``xgboost.train`` (also as the sklearn estimators call it) gets the process's hook appended to
+its callbacks, created from the config at the first call. What the call tells about the training
+fills what the config cannot: the hook's ``hyperparameters`` (the params), ``train_data`` (the
+training DMatrix, for SHAP) and ``validation_data`` (the last evaluation set that is not the
+training data, for predictions and labels), each only when the hook has none. A hook already in
+the callbacks (the script's own) is not added twice. A bad config is logged with its reason and
+training runs without the hook.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.abc
+import importlib.machinery
+import logging
+import os
+import sys
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from sdk_ext.exceptions import ConfigError
+from sdk_ext.hooks import json_config, registry
+
+logger = logging.getLogger(__name__)
+
+_lock = threading.Lock()  # guards _state
+_state: dict[str, Any] = {"failed": None, "installed": False, "path": None, "patched": [], "finder": None}
+_PATCH_TARGETS = ("xgboost", "xgboost.training", "xgboost.sklearn")  # modules holding a `train` name
+
+
+def _enabled() -> bool:
+    return os.environ.get("USE_SMDEBUG", "true").strip().lower() not in ("0", "false")
+
+
+def get_hook(json_config_path: str | None = None, create_if_not_exists: bool = False) -> Any:
+    """The process's XGBoost hook (smdebug's ``get_hook``): the one that exists, whoever created it, or
+    (``create_if_not_exists``) a new one from the config, which then is the process's hook.
+
+    Returns None when there is none and there is no config file, ``USE_SMDEBUG`` is off, or the
+    config is invalid (logged once).
+    """
+    from sdk_ext.xgboost.hook import Hook
+
+    with registry.lock:
+        hook = registry.current()
+        if isinstance(hook, Hook) or not create_if_not_exists:
+            return hook if isinstance(hook, Hook) else None
+        path = json_config.config_path(json_config_path)
+        if not _enabled() or not os.path.isfile(path) or _state["failed"] == path:
+            return None
+        try:
+            return Hook.create_from_json_file(path)
+        except ConfigError as err:
+            logger.error("sdk_ext: not saving debugging data: %s", err)
+            _state["failed"] = path
+            return None
+
+
+def install(json_config_path: str | None = None) -> bool:
+    """Arm the zero-change hook; True if a config was found. Safe to call more than once."""
+    with _lock:
+        if _state["installed"]:
+            return True
+        path = json_config.config_path(json_config_path)
+        if not _enabled() or not os.path.isfile(path):
+            return False
+        _state.update(installed=True, path=path)
+    _ensure_log_output()
+    if "xgboost" in sys.modules:
+        _patch()
+    else:
+        finder = _PatchOnImport()
+        _state["finder"] = finder
+        sys.meta_path.insert(0, finder)
+    logger.info("sdk_ext: the XGBoost debugger hook will be created from %s at the first training", path)
+    return True
+
+
+def uninstall() -> None:
+    """Undo :func:`install`: restore ``train``, close the process's hook (it is forgotten)."""
+    finder = _state["finder"]
+    if finder is not None and finder in sys.meta_path:
+        sys.meta_path.remove(finder)
+    for module, original in _state["patched"]:
+        setattr(module, "train", original)  # noqa: B010
+    hook = registry.current()
+    if hook is not None:
+        hook.close()
+    registry.forget()
+    _state.update(failed=None, installed=False, path=None, patched=[], finder=None)
+
+
+def _patch() -> None:
+    """Wrap ``train`` where xgboost and its sklearn module look it up."""
+    if _state["patched"]:
+        return
+    from xgboost import training
+
+    original = training.train
+    wrapped = _wrap_train(original)
+    for name in _PATCH_TARGETS:
+        module = sys.modules.get(name)
+        if module is not None and getattr(module, "train", None) is original:
+            _state["patched"].append((module, original))
+            setattr(module, "train", wrapped)  # noqa: B010 - a module attribute mypy does not know
+
+
+def _wrap_train(original: Any) -> Any:
+    @functools.wraps(original)
+    def train(params: Any, dtrain: Any, *args: Any, **kwargs: Any) -> Any:
+        callbacks = kwargs.get("callbacks")
+        hook = _hook_for(params, dtrain, kwargs.get("evals"), callbacks)
+        if hook is not None:
+            kwargs["callbacks"] = [*(callbacks or ()), hook]
+        return original(params, dtrain, *args, **kwargs)
+
+    train.__sdk_ext_wrapped__ = True  # type: ignore[attr-defined]
+    return train
+
+
+def _hook_for(params: Any, dtrain: Any, evals: Sequence[Any] | None, callbacks: Any) -> Any:
+    """The hook to append for this training call, or None (none configured, or it is there already)."""
+    from sdk_ext.xgboost.hook import Hook
+
+    try:
+        if any(isinstance(c, Hook) for c in callbacks or ()):
+            return None
+        hook = get_hook(_state["path"], create_if_not_exists=True)
+        if hook is None or hook.disabled:
+            return None
+        if hook.hyperparameters is None and isinstance(params, dict):
+            hook.set_hyperparameters(params)
+        if hook.train_data is None:
+            hook.train_data = dtrain
+        if hook.validation_data is None:
+            others = [d for d, _name in (evals or ()) if d is not dtrain]
+            if others:
+                hook.validation_data = others[-1]
+        return hook
+    except Exception:
+        logger.exception("sdk_ext: the zero-change XGBoost hook failed; training goes on without it")
+        return None
+
+
+class _PatchOnImport(importlib.abc.MetaPathFinder):
+    """Patches xgboost right after the script imports it (the .pth path imports nothing at start)."""
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> importlib.machinery.ModuleSpec | None:
+        if fullname != "xgboost":
+            return None
+        for finder in sys.meta_path:
+            if finder is self:
+                continue
+            find = getattr(finder, "find_spec", None)
+            spec: importlib.machinery.ModuleSpec | None = find(fullname, path, target) if find is not None else None
+            if spec is not None and spec.loader is not None:
+                spec.loader = _PatchingLoader(spec.loader)
+                return spec
+        return None
+
+
+class _PatchingLoader(importlib.abc.Loader):
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> Any:
+        return self.inner.create_module(spec)
+
+    def exec_module(self, module: Any) -> None:
+        self.inner.exec_module(module)
+        try:
+            _patch()
+        except Exception:
+            logger.exception("sdk_ext: could not arm the XGBoost hook; training goes on without it")
+
+
+def _ensure_log_output() -> None:
+    """A script that configured no logging would never show the hook's messages: send sdk_ext's
+    records to stderr then, as smdebug did."""
+    package = logging.getLogger("sdk_ext")
+    if logging.getLogger().handlers or any(not isinstance(h, logging.NullHandler) for h in package.handlers):
+        return
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("[sdk_ext %(levelname)s %(asctime)s] %(message)s"))
+    package.addHandler(handler)
+    package.setLevel(logging.INFO)
+
+
+__all__ = ["get_hook", "install", "uninstall"]

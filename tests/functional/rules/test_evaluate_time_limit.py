@@ -1,0 +1,186 @@
+"""A stuck rule ends: rules/evaluate.py's per-invocation time limit and its SIGTERM deadline hold whatever
+the rule does (a busy loop, a loop that catches BaseException), measured on real subprocesses."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from sdk_ext.exceptions import ConfigError
+from sdk_ext.rules import Rule, invoke_rule
+from sdk_ext.rules.factory import split_parameters
+from sdk_ext.rules.time_limit import (
+    DEFAULT_INVOKE_TIMEOUT,
+    HARD_GRACE,
+    InvocationTimeout,
+    Watchdog,
+    parse_timeout,
+)
+from sdk_ext.trials import create_trial
+from tests.functional.rules.test_evaluate import EVALUATE, evaluate, read_status, wait_for
+from tests.functional.rules.trial_writer import write_trial
+
+RULES = textwrap.dedent("""
+    import time
+    from sdk_ext.rules import Rule
+
+    class BusyLoop(Rule):
+        def invoke_at_step(self, step):
+            while step == 2:
+                pass
+            return False
+
+    class Stubborn(Rule):
+        '''Loops at step 2 and swallows everything, SIGTERM's exception and the time limit's included.'''
+        def invoke_at_step(self, step):
+            while step == 2:
+                try:
+                    time.sleep(0.01)
+                except BaseException:
+                    pass
+            return False
+
+    class Quick(Rule):
+        def invoke_at_step(self, step):
+            return False
+""")
+
+
+@pytest.fixture
+def trial(tmp_path: Path) -> Path:
+    return write_trial(tmp_path / "trial", [(s, {"gradient/w": np.full(4, 0.5)}) for s in range(5)])
+
+
+@pytest.fixture
+def rules_file(tmp_path: Path) -> Path:
+    path = tmp_path / "stuck_rules.py"
+    path.write_text(RULES)
+    return path
+
+
+def args(trial: Path, rules_file: Path, out: Path, cls: str, *params: str) -> list[str]:
+    argv = ["--trial-dir", str(trial), "--source", str(rules_file), "--rule-to-invoke", cls, "--output-dir", str(out),
+            "--rule-configuration-name", f"{cls}Config"]
+    for p in params:
+        argv += ["--param", p]
+    return argv
+
+
+@pytest.mark.parametrize("cls", ["BusyLoop", "Stubborn"])
+def test_a_rule_stuck_at_a_step_ends_in_error_naming_rule_and_step(  # type: ignore[no-untyped-def]
+    cls: str, trial: Path, rules_file: Path, tmp_path: Path, repo_env
+) -> None:
+    out = tmp_path / "out"
+    started = time.monotonic()
+    code, status, stderr = evaluate(args(trial, rules_file, out, cls, "invoke_timeout_secs=1"), repo_env, timeout=60)
+    took = time.monotonic() - started
+    assert code == 2, stderr
+    assert status["RuleEvaluationStatus"] == "Error" and status["Step"] == 2
+    assert status["RuleConfigurationName"] == f"{cls}Config"
+    assert status["StatusDetails"].startswith(
+        f"RuleTimeout: rule {cls}: the invocation at step 2 did not finish within 1 s; raise the RuleParameter "
+        "invoke_timeout_secs")
+    # the busy loop is interrupted at its limit; the stubborn one, which swallows that, is ended HARD_GRACE later
+    assert took < 1 + HARD_GRACE + 20  # interpreter start and imports included; never the 570 s hang of before
+    print(f"\n{cls}: limit 1 s, evaluator ended after {took:.2f} s")
+
+
+def test_sigterm_ends_a_rule_that_swallows_base_exception_within_the_grace_time(  # type: ignore[no-untyped-def]
+    trial: Path, rules_file: Path, tmp_path: Path, repo_env
+) -> None:
+    out = tmp_path / "out"
+    env = dict(repo_env, SDK_EXT_RULE_TERM_GRACE_SECS="1")
+    rule = subprocess.Popen([sys.executable, EVALUATE, *args(trial, rules_file, out, "Stubborn",
+                                                             "invoke_timeout_secs=0")],  # no time limit: only SIGTERM
+                            env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        assert wait_for(lambda: read_status(out).get("RuleEvaluationStatus") == "InProgress", what="InProgress")
+        time.sleep(1.0)  # well inside its loop at step 2
+        sent = time.monotonic()
+        rule.send_signal(signal.SIGTERM)
+        code = rule.wait(timeout=30)
+        took = time.monotonic() - sent
+    finally:
+        if rule.poll() is None:
+            rule.kill()
+        _, stderr = rule.communicate()
+    assert code == 4, stderr
+    status = read_status(out)
+    assert status["RuleEvaluationStatus"] == "Stopped"
+    assert "forced after 1 s: the rule did not return" in status["StatusDetails"]
+    assert 1.0 <= took < 1.0 + 5  # the grace time, not the runner's SIGKILL (10 s locally) or forever
+    print(f"\nStubborn + SIGTERM: grace 1 s, exited after {took:.2f} s")
+
+
+def test_sigterm_ends_a_busy_loop_at_once(trial: Path, rules_file: Path, tmp_path: Path, repo_env) -> None:  # type: ignore[no-untyped-def]
+    out = tmp_path / "out"
+    rule = subprocess.Popen([sys.executable, EVALUATE, *args(trial, rules_file, out, "BusyLoop", "invoke_timeout_secs=0")],
+                            env=repo_env, stderr=subprocess.PIPE, text=True)
+    try:
+        assert wait_for(lambda: read_status(out).get("RuleEvaluationStatus") == "InProgress", what="InProgress")
+        time.sleep(1.0)
+        rule.send_signal(signal.SIGTERM)
+        assert rule.wait(timeout=30) == 4
+    finally:
+        if rule.poll() is None:
+            rule.kill()
+        rule.communicate()
+    status = read_status(out)
+    assert status["RuleEvaluationStatus"] == "Stopped" and status["StatusDetails"] == "Rule evaluation stopped by a signal"
+
+
+def test_a_quick_rule_is_not_limited_and_a_bad_limit_is_a_client_error(  # type: ignore[no-untyped-def]
+    trial: Path, rules_file: Path, tmp_path: Path, repo_env
+) -> None:
+    code, status, _ = evaluate(args(trial, rules_file, tmp_path / "a", "Quick", "invoke_timeout_secs=1"), repo_env)
+    assert (code, status["RuleEvaluationStatus"]) == (0, "NoIssuesFound")
+    code, status, _ = evaluate(args(trial, rules_file, tmp_path / "b", "Quick", "invoke_timeout_secs=soon"), repo_env)
+    assert (code, status["RuleEvaluationStatus"]) == (2, "Error")
+    assert "invoke_timeout_secs='soon': expected a number of seconds >= 0" in status["StatusDetails"]
+
+
+def test_the_limit_is_a_reserved_parameter_with_a_documented_default() -> None:
+    assert DEFAULT_INVOKE_TIMEOUT == 300.0
+    assert split_parameters({}).time_limit == 300.0
+    request = split_parameters({"invoke_timeout_secs": "2.5", "threshold": "1"})
+    assert request.time_limit == 2.5 and request.parameters == {"threshold": "1"}  # not passed to the rule
+    assert split_parameters({"invoke_timeout_secs": "0"}).time_limit is None
+    assert parse_timeout(" ") == 300.0
+    with pytest.raises(ConfigError, match="invoke_timeout_secs='-1'"):
+        parse_timeout("-1")
+
+
+class _Slow(Rule):
+    def invoke_at_step(self, step: int) -> bool:
+        while step == 1:
+            time.sleep(0.01)
+        return False
+
+
+def test_invoke_rule_in_a_notebook_raises_and_does_not_exit(trial: Path) -> None:
+    rule = _Slow(create_trial(str(trial)))
+    with pytest.raises(InvocationTimeout) as err:
+        invoke_rule(rule, time_limit=0.3)
+    assert (err.value.rule, err.value.step, err.value.limit) == ("_Slow", 1, 0.3)
+
+
+def test_the_watchdog_acts_only_when_the_invocation_outlives_its_grace() -> None:
+    now = [0.0]
+    exits: list[int] = []
+    dog = Watchdog(clock=lambda: now[0], exit=exits.append)
+    stuck: list[InvocationTimeout] = []
+    dog.on_stuck(lambda err: stuck.append(err) or 2)
+    dog.enter("R", 7, 1.0)
+    dog.leave()  # finished in time: nothing happens
+    now[0] = 100.0
+    dog.enter("R", 8, 1.0)
+    now[0] = 101.0 + HARD_GRACE + 0.1  # the watchdog re-reads the clock at least once a second
+    wait_for(lambda: exits, what="forced exit", timeout=5)
+    assert exits == [2] and stuck[0].step == 8 and stuck[0].rule == "R"

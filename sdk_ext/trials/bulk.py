@@ -178,7 +178,7 @@ def _read_ranged(
         ok = starts - lo + lengths <= have[numbers]
     else:
         records = [(files[i].event_key, s, n) for i, s, n in zip(numbers.tolist(), starts.tolist(), lengths.tolist())]
-        buf, where, ok_list = slabs.gather(records)  # type: ignore[arg-type]
+        buf, where, ok_list = slabs.gather(records)
         ok = np.array(ok_list, bool)
     data = buf.data.toreadonly()
     decode = reader.decoder.decode
@@ -216,8 +216,8 @@ def _read_ranged(
         if seed == 0 and hits.size == n - 1:  # the common case: one layout
             out[1:] = rows
             return out  # type: ignore[return-value]
-        for at, row in zip(hits.tolist(), rows):
-            out[at] = row
+        for position, value in zip(hits.tolist(), rows):
+            out[position] = value
         left = np.ones(n, bool)
         left[hits] = False
         pending = pending[left[pending]]

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from sdk_ext.exceptions import StorageNotFound
+from sdk_ext.exceptions import StorageError, StorageNotFound
 from sdk_ext.storage import ReadRequest, Storage
 
 #: zero bytes after the rows, so that the batch decoder's fixed reach past a record start stays inside
@@ -38,8 +38,10 @@ PAD = 512
 MIN_WINDOW = 4096
 #: a row holds its window and this much more, so that a record starting in the window ends in the row
 MARGIN = 16 << 10
-#: files kept mapped; past this, every map is dropped (and mapped again when needed)
-MAPS = 8192
+#: files kept mapped (half of Linux's default limit of 65530 mappings per process); files past this
+#: are read range by range instead: a scan through more files than this would otherwise map every
+#: file again for every tensor
+MAPS = 32768
 
 Array = np.ndarray[Any, Any]
 Ints = np.ndarray[Any, np.dtype[np.int64]]
@@ -52,6 +54,7 @@ class Slabs:
         self._storage = storage
         self._map = getattr(storage, "map", None)
         self._maps: dict[str, memoryview] = {}
+        self._unmappable = False  # mapping failed once (limits): files are read range by range
         self.budget = budget
         self.slab_bytes = slab_bytes
         self._slabs: OrderedDict[tuple[int, int, int], tuple[object, Array, Ints]] = OrderedDict()
@@ -66,17 +69,32 @@ class Slabs:
         return window if window >= MIN_WINDOW else 0
 
     def _mapped(self, key: str) -> memoryview | None:
+        """The file mapped; None if it does not exist, or past ``MAPS`` files, or when mapping fails
+        (then :meth:`_range` reads it range by range)."""
         m = self._maps.get(key)
         if m is None:
             assert self._map is not None
-            if len(self._maps) >= MAPS:
-                self._maps.clear()
-            try:
-                m = self._maps[key] = self._map(key)
-            except StorageNotFound:
-                return None
             self.requests += 1
+            if len(self._maps) < MAPS and not self._unmappable:
+                try:
+                    mapped: memoryview = self._map(key)
+                except StorageNotFound:
+                    return None
+                except StorageError:  # out of mappings or address space: read ranges from here on
+                    self._unmappable = True
+                else:
+                    self._maps[key] = mapped
+                    return mapped
+            return None
         return m
+
+    def _range(self, key: str, start: int, length: int) -> bytes | None:
+        """Bytes ``[start, start+length)`` of ``key`` (fewer at its end) without mapping it; None if missing."""
+        self.requests += 1
+        try:
+            return self._storage.read(key, start=start, length=length)
+        except StorageNotFound:
+            return None
 
     def slab(self, owner: object, keys: Sequence[str | None], lo: int, row: int) -> tuple[Array, Ints]:
         """Bytes ``[lo, lo + row)`` of each file of ``keys`` as the rows of one array (``row`` bytes apart,
@@ -98,11 +116,17 @@ class Slabs:
         view = array.data
         if self._map is not None:
             for i, key in enumerate(keys):
-                m = None if key is None else self._mapped(key)
-                if m is not None and len(m) > lo:
-                    got = min(row, len(m) - lo)
+                if key is None:
+                    continue
+                m = self._mapped(key)
+                if m is not None:
+                    got = max(0, min(row, len(m) - lo))
                     view[i * row : i * row + got] = m[lo : lo + got]
-                    have[i] = got
+                else:  # not mapped (limits), or missing
+                    data = self._range(key, lo, row) or b""
+                    got = len(data)
+                    view[i * row : i * row + got] = data
+                have[i] = got
         else:
             wanted = [i for i, key in enumerate(keys) if key is not None]
             self.requests += len(wanted)
@@ -139,13 +163,20 @@ class Slabs:
         ok = [False] * len(records)
         if self._map is not None:
             offset = 0
+            maps = self._maps
             for k, (key, start, length) in enumerate(records):
-                m = self._mapped(key)
-                if m is not None and start + length <= len(m):
-                    view[offset : offset + length] = m[start : start + length]
-                    ok[k] = True
-                elif m is not None:  # short: not kept, the next read maps it again
-                    self._maps.pop(key, None)
+                m = maps.get(key) or self._mapped(key)
+                if m is not None:
+                    if start + length <= len(m):
+                        view[offset : offset + length] = m[start : start + length]
+                        ok[k] = True
+                    else:  # short: not kept, the next read maps it again
+                        maps.pop(key, None)
+                else:  # not mapped (limits), or missing
+                    data = self._range(key, start, length)
+                    if data is not None and len(data) == length:
+                        view[offset : offset + length] = data
+                        ok[k] = True
                 offset += length
             return array, where, ok
         self.requests += len(records)

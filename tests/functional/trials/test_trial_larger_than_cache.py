@@ -71,3 +71,19 @@ def test_a_damaged_record_raises_as_step_by_step_does(tmp_path):
     with pytest.raises(CorruptRecordError, match=rf"{key}: corrupt record at byte offset {start}: length checksum"):
         trial.tensor(NAMES[3]).values()
     assert len(trial.tensor(NAMES[4]).values()) == STEPS
+
+
+@pytest.mark.parametrize("slab", [True, False], ids=["slabs", "records one by one"])
+def test_files_past_the_map_limit_are_read_range_by_range(tmp_path, monkeypatch, slab):
+    from sdk_ext.trials import slabs
+
+    monkeypatch.setattr(slabs, "MAPS", 3)
+    if not slab:
+        monkeypatch.setattr(slabs, "MIN_WINDOW", 1 << 30)  # no window is wide enough: one by one
+    storage = LocalStorage(tmp_path)
+    build(storage)
+    trial = create_trial(storage, options=OPTIONS, timeout=0)
+    for k, name in enumerate(NAMES[:6]):
+        got = trial.tensor(name).values()
+        assert all(np.array_equal(v, value(s, k)) for s, v in got.items()) and len(got) == STEPS
+    assert len(trial._reads.reader.slabs._maps) == 3

@@ -40,7 +40,7 @@ from sdk_ext.trials.index_cache import TrialIndex, check_range_steps
 from sdk_ext.trials.loading import collection_workers, wait_for_collections
 from sdk_ext.trials.options import TrialOptions
 from sdk_ext.trials.reads import Reads
-from sdk_ext.trials.tensor import Tensor, _mode
+from sdk_ext.trials.tensor import Tensor
 from sdk_ext.trials.waiting import step_state, wait_for_steps
 
 logger = logging.getLogger(__name__)
@@ -218,7 +218,7 @@ class Trial(TrialDisplay):
         if regex is not None and collection is not None:
             raise ConfigError("pass either regex or collection to tensor_names, not both", where="tensor_names")
         self._maybe_refresh()
-        mode = _mode(mode)
+        mode = ModeKeys.parse(mode)
         index = self._index
         names: Iterable[str]
         if step is not None:
@@ -269,7 +269,7 @@ class Trial(TrialDisplay):
     def steps(self, mode: ModeKeys = _GLOBAL, show_incomplete_steps: bool = False) -> list[int]:
         """Saved steps (mode steps unless GLOBAL), sorted; only complete ones unless asked."""
         self._maybe_refresh()
-        mode = _mode(mode)
+        mode = ModeKeys.parse(mode)
         index = self._index
         all_steps = index.mode_steps(mode)
         if show_incomplete_steps or self._loaded_all:
@@ -302,7 +302,7 @@ class Trial(TrialDisplay):
     def global_step(self, mode: ModeKeys, mode_step: int) -> int | None:
         """The global step of ``mode_step`` in ``mode``, or None if it is unknown."""
         self._maybe_load()
-        mode = _mode(mode)
+        mode = ModeKeys.parse(mode)
         found = self._index.global_of(mode_step, mode)
         if found is None:
             self._maybe_refresh()
@@ -334,7 +334,7 @@ class Trial(TrialDisplay):
 
     def has_passed_step(self, step: int, mode: ModeKeys = _GLOBAL) -> StepState:
         """AVAILABLE (complete), NOT_YET_AVAILABLE (may still come) or UNAVAILABLE (never will)."""
-        return step_state(self, self._index, step, _mode(mode))
+        return step_state(self, self._index, step, ModeKeys.parse(mode))
 
     def wait_for_steps(
         self, required_steps: Iterable[int], mode: ModeKeys = _GLOBAL, *, timeout: float | None = None
@@ -348,7 +348,7 @@ class Trial(TrialDisplay):
             NoMoreData: training ended before the step.
             StepNotYetAvailable: ``timeout`` seconds passed first (smdebug has no timeout).
         """
-        wait_for_steps(self, required_steps, _mode(mode), timeout=timeout)
+        wait_for_steps(self, required_steps, ModeKeys.parse(mode), timeout=timeout)
 
 
 class LocalTrial(Trial):

@@ -61,11 +61,6 @@ ALLOWED = {
         "(entered by `with tape:`); wrapping it is how a custom loop's step begins, as smdebug's wrap_tape did",
 }
 
-# Temporary: in files owned by the reader branch, to be fixed by the integrator after merging it.
-READER_BRANCH = {
-    ("sdk_ext/trials/trial.py", "from sdk_ext.trials.tensor import _mode"): "trial.py imports tensor.py's mode "
-                                                                             "parser",  # reader branch
-}
 
 
 @dataclass(frozen=True)
@@ -202,7 +197,7 @@ def _all_reaches() -> list[Reach]:
 
 
 def test_no_module_reaches_into_another_modules_underscore_names() -> None:
-    exempt = ALLOWED.keys() | READER_BRANCH.keys()
+    exempt = ALLOWED.keys()
     found = [r for r in _all_reaches() if (r.path, r.code) not in exempt]
     assert not found, (
         "these use another module's underscore name; give the owning class a public method or property for "
@@ -212,12 +207,12 @@ def test_no_module_reaches_into_another_modules_underscore_names() -> None:
 
 def test_every_exception_is_still_needed() -> None:
     used = {(r.path, r.code) for r in _all_reaches()}
-    stale = sorted((ALLOWED.keys() | READER_BRANCH.keys()) - used)
+    stale = sorted(ALLOWED.keys() - used)
     assert not stale, f"these allow-list entries match nothing any more; remove them: {stale}"
 
 
 def test_every_exception_says_why() -> None:
-    for reason in [*ALLOWED_NAMES.values(), *ALLOWED.values(), *READER_BRANCH.values(), *GENERATED.values()]:
+    for reason in [*ALLOWED_NAMES.values(), *ALLOWED.values(), *GENERATED.values()]:
         assert len(reason.split()) >= 4
 
 

@@ -9,7 +9,7 @@ came into smdebug's TensorUnavailableForStep.
 Value read-ahead. ``for step in tensor.steps(): tensor.value(step)`` is how smdebug users read a
 tensor, and one value at a time costs a few microseconds of Python, far more than decoding a small
 record. So when ``value()`` is called for one tensor at two of its steps in a row, one right after
-the other in the same mode (no other tensor's value in between; ``worker=None``), the next steps of
+the other in the same mode and for the same ``worker`` (no other tensor's value in between), the next steps of
 that tensor are decoded in one batch (the many-steps path) and handed out by the following calls,
 each value once. The window starts at ``AHEAD_FIRST`` steps and grows while the walk goes on
 (16-fold on storage read straight into memory, local disk, where a file costs microseconds; fourfold
@@ -71,18 +71,21 @@ class Reads:
         self._ahead_growth = 16 if getattr(storage, "read_into", None) is not None else 4
         self._memo: dict[tuple[str, int], Array] | None = {} if cache else None
         self._plans: dict[tuple[Any, ...], StepPlan] = {}  # oldest first
-        # value read-ahead (worker=None): the last tensor, mode and step read, and the walk
+        # value read-ahead: the last tensor, mode, worker and step read, and the walk
         self.last_name: str | None = None
         self.last_mode: ModeKeys | None = None
+        self.last_worker: str | None = None
         self.last_step = -1
-        self._walk: tuple[str, ModeKeys] | None = None  # the tensor and mode of the walk
+        self._walk: tuple[str, ModeKeys, str | None] | None = None  # the tensor, mode and worker of the walk
         #: the tensor whose values ``_window`` holds (None: no window); Tensor.value compares it first
         self.ahead_name: str | None = None
         self._window_mode: ModeKeys | None = None
+        self._window_worker: str | None = None
         self._window: dict[int, Array] = {}  # step -> value read ahead, not handed out yet
         index.on_new_files = self.drop_ahead  # new step files may change which file holds a step
         self._ahead_steps = 0  # size of the next window of ahead_name's walk
-        self._no_ahead: tuple[str, ModeKeys, int] | None = None  # (tensor, mode, index generation) that failed
+        #: (tensor, mode, worker, index generation) whose window failed
+        self._no_ahead: tuple[str, ModeKeys, str | None, int] | None = None
 
     def read(self, sf: StepFile, loc: Location, name: str, step: int, mode: ModeKeys) -> Array:
         """The value of the record ``loc`` of ``sf`` (``name`` at ``step`` of ``mode``, for errors)."""
@@ -111,15 +114,17 @@ class Reads:
         """The values read ahead and not handed out yet (of the tensor ``ahead_name``), a copy."""
         return dict(self._window)
 
-    def take_ahead(self, name: str, mode: ModeKeys, step: int) -> Array | None:
-        """The value of ``name`` at ``step`` of ``mode`` if the window holds it (handed out once), else None."""
-        if name != self.ahead_name or mode is not self._window_mode:
+    def take_ahead(self, name: str, mode: ModeKeys, step: int, worker: str | None = None) -> Array | None:
+        """The value of ``name`` at ``step`` of ``mode`` (from ``worker``, None: the first holder) if the
+        window holds it (handed out once), else None."""
+        if name != self.ahead_name or mode is not self._window_mode or worker != self._window_worker:
             return None
         return self._window.pop(step, None)
 
     def drop_ahead(self) -> None:
         self.ahead_name = None
         self._window_mode = None
+        self._window_worker = None
         self._window = {}
 
     def read_ahead(
@@ -131,15 +136,17 @@ class Reads:
         previous: int,
         mode: ModeKeys,
         steps: Sequence[int],
+        worker: str | None = None,
     ) -> Array | None:
-        """The value of tensor ``name`` at ``step`` of ``mode`` (record ``loc`` of ``sf``) from a new
+        """The value of tensor ``name`` at ``step`` of ``mode`` (from ``worker``; None: the first
+        worker holding it) (record ``loc`` of ``sf``) from a new
         read-ahead window over the tensor's ``steps`` from there on, or None (no window: read it one
         at a time). ``Tensor.value`` calls this on a miss when the last value read was this tensor's,
         at the earlier step ``previous``; only a walk through every step (``previous`` is the step
         just before) gets a window, not one that samples a step now and then. The window stays
         here; the tensor's next calls take their values with :meth:`take_ahead`."""
         index = self._index
-        walk = (name, mode)
+        walk = (name, mode, worker)
         length, file_size = loc[1], sf.event_size
         ranged = self.reader.ranged(index.event_bytes)  # windows then gather records, not files
         if (
@@ -147,7 +154,7 @@ class Reads:
             or not self._ahead_bytes
             or length >= AHEAD_RECORD
             or (file_size > self.reader.whole_file_bytes and not ranged)
-            or self._no_ahead == (name, mode, index.generation)
+            or self._no_ahead == (name, mode, worker, index.generation)
         ):
             return None
         at = bisect.bisect_left(steps, step)
@@ -166,14 +173,15 @@ class Reads:
         if len(window) < BULK_MIN:
             return None
         try:
-            got = read_values(self.reader, self._plan(window, mode, None), name)
+            got = read_values(self.reader, self._plan(window, mode, worker), name)
         except SdkExtError:  # a damaged record, a file that never came: the one-at-a-time read says so
             got = None
         if got is None:
-            self._no_ahead = (name, mode, index.generation)
+            self._no_ahead = (name, mode, worker, index.generation)
             return None
         self._window = dict(zip(window[1:], got[1:]))
         self._window_mode = mode
+        self._window_worker = worker
         self.ahead_name = name
         self.last_step = window[-1]  # so that the step just past the window continues the walk
         return got[0]

@@ -152,8 +152,8 @@ class Tensor(TensorDisplay):
             mode = _mode(mode)
         name = self.name
         reads = self._reads
-        if reads.ahead_name == name and worker is None:  # read ahead (sdk_ext.trials.reads)
-            value = reads.take_ahead(name, mode, step_num)
+        if reads.ahead_name == name:  # read ahead (sdk_ext.trials.reads)
+            value = reads.take_ahead(name, mode, step_num, worker)
             if value is not None:
                 return value
         sf = None
@@ -169,13 +169,16 @@ class Tensor(TensorDisplay):
         loc = sf.raw.get(name)
         if loc is None:
             raise TensorUnavailableForStep(name, step_num, mode, has_reductions=name in sf.reductions)
-        if worker is None:
-            previous = reads.last_step if reads.last_name == name and reads.last_mode is mode else None
-            reads.last_name, reads.last_mode, reads.last_step = name, mode, step_num
-            if previous is not None and previous < step_num:
-                value = reads.read_ahead(name, sf, loc, step_num, previous, mode, self._all_steps(mode)[0])
-                if value is not None:
-                    return value
+        previous = (
+            reads.last_step
+            if reads.last_name == name and reads.last_mode is mode and reads.last_worker == worker
+            else None
+        )
+        reads.last_name, reads.last_mode, reads.last_worker, reads.last_step = name, mode, worker, step_num
+        if previous is not None and previous < step_num:
+            value = reads.read_ahead(name, sf, loc, step_num, previous, mode, self._all_steps(mode)[0], worker)
+            if value is not None:
+                return value
         return reads.read(sf, loc, name, step_num, mode)
 
     def values(self, mode: ModeKeys = _GLOBAL, worker: str | None = None) -> dict[int, np.ndarray[Any, Any]]:

@@ -250,3 +250,32 @@ def test_a_walk_through_the_steps_of_one_mode_is_read_ahead_too(mode: ModeKeys |
     # all but the first two, one seed per window and a tail shorter than a batch
     assert fast._reads.reader.batched >= len(results[0]) - 2 - 3 - BULK_MIN
     assert slow._reads.reader.batched == 0
+
+
+def test_a_walk_over_one_workers_values_is_read_ahead_and_gives_that_workers_values() -> None:
+    storage = InMemoryStorage()
+    builder = TrialBuilder(storage)
+    builder.collections(["worker_0", "worker_1", "worker_2"])
+    for step in range(300):
+        for w in range(3):
+            if w == 2 and step % 7 == 3:
+                continue  # worker_2 skips some steps: its walks have holes
+            builder.step(step, f"worker_{w}", tensors={"x": np.array([step * 10.0 + w])})
+    builder.end()
+    fast, slow = create_trial(storage, timeout=0), one_at_a_time(storage)
+    for worker in ("worker_1", "worker_0", "worker_2"):
+        results = []
+        for trial in (fast, slow):
+            tensor = trial.tensor("x")
+            got = []
+            for s in tensor.steps():
+                try:
+                    got.append(float(tensor.value(s, worker=worker)[0]))
+                except SdkExtError as err:
+                    got.append(type(err).__name__)
+            results.append(got)
+        assert results[0] == results[1]
+        w = int(worker[-1])
+        assert results[0][:3] == [w, 10.0 + w, 20.0 + w]
+    assert fast._reads.reader.batched >= 2 * (300 - 2 - 3 - BULK_MIN)  # worker_0 and worker_1 walks
+    assert slow._reads.reader.batched == 0

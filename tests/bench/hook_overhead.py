@@ -30,6 +30,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -95,7 +96,7 @@ def added_ms(r: dict[str, Any], kind: str) -> float:
 
 def baseline_table(runs: dict[str, list[dict[str, Any]]]) -> str:
     """Medians over rounds of the before (baseline tree) and after (this tree) workers, and after/before."""
-    metrics = [
+    metrics: list[tuple[str, Callable[[dict[str, Any]], Any]]] = [
         ("MLP save-all, added ms/step", lambda r: added_ms(r, "mlp")),
         ("CNN save-all, added ms/step", lambda r: added_ms(r, "cnn")),
         ("MLP default config, overhead %", lambda r: (r["mlp"]["default_ratio"] - 1) * 100),

@@ -23,11 +23,12 @@ from sdk_ext.modes import ModeKeys
 class Collection:
     """One collection of the trial's collections file."""
 
-    __slots__ = ("_regex", "_spec")
+    __slots__ = ("_names", "_regex", "_spec")
 
     def __init__(self, spec: CollectionSpec) -> None:
         self._spec = spec
         self._regex: list[re.Pattern[str]] | None = None
+        self._names: frozenset[str] | None = None  # spec.tensor_names as a set, made at the first match
 
     @classmethod
     def empty(cls, name: str) -> Collection:
@@ -85,10 +86,13 @@ class Collection:
         """Also hold the tensor ``name`` (whether or not it was saved), as smdebug's ``add_tensor_name``."""
         if name not in self._spec.tensor_names:
             self._spec = dataclasses.replace(self._spec, tensor_names=(*self._spec.tensor_names, name))
+            self._names = None
 
     def matches(self, tensor_name: str) -> bool:
         """Whether a saved tensor belongs here: listed by name, or found by one of the regexes."""
-        if tensor_name in self._spec.tensor_names:
+        if self._names is None:  # a tuple scan per name made a rule's step over N gradients cost N^2
+            self._names = frozenset(self._spec.tensor_names)
+        if tensor_name in self._names:
             return True
         if self._regex is None:
             self._regex = [re.compile(r) for r in self._spec.include_regex]

@@ -12,6 +12,11 @@ gradients saved every step. Write throughput: 40 steps x 8 float32 tensors of 1 
 through ``Hook.save_tensor`` up to ``close()`` (smdebug: its ``FileWriter``), against a raw write of
 the very files sdk_ext produced (same directories, ``open().write()``, no encoding). The machine is
 shared: compare ratios within one run.
+
+Before/after a change, in one run (sdk_ext only): ``--baseline DIR`` names a source tree of an earlier
+commit (``git archive <commit> | tar -x -C DIR``); its sdk_ext and this tree's run the same worker in
+``--rounds`` alternating pairs of processes, and the section ``hook_overhead_baseline`` gets the
+medians over rounds (``--write-md``).
 """
 
 from __future__ import annotations
@@ -21,9 +26,11 @@ import json
 import os
 import platform
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,8 +40,9 @@ REPO = Path(__file__).resolve().parents[2]
 WORKER = Path(__file__).with_name("_hook_worker.py")
 
 
-def run_worker(python: str, impl: str, out: Path, blocks: int) -> dict[str, Any]:
-    env = dict(os.environ, PYTHONPATH=str(REPO))
+def run_worker(python: str, impl: str, out: Path, blocks: int, code: Path = REPO) -> dict[str, Any]:
+    """One worker process; ``code`` is the source tree whose sdk_ext it imports (PYTHONPATH wins over the venv's)."""
+    env = dict(os.environ, PYTHONPATH=str(code))
     proc = subprocess.run([python, str(WORKER), "--impl", impl, "--out", str(out), "--blocks", str(blocks)],
                           capture_output=True, text=True, env=env, check=False)
     if proc.returncode != 0:
@@ -82,18 +90,87 @@ def table(res: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def added_ms(r: dict[str, Any], kind: str) -> float:
+    return float((r[kind]["save_all_ratio"] - 1) * r[kind]["none"] * 1e3)
+
+
+def baseline_table(runs: dict[str, list[dict[str, Any]]]) -> str:
+    """Medians over rounds of the before (baseline tree) and after (this tree) workers, and after/before."""
+    metrics: list[tuple[str, Callable[[dict[str, Any]], Any]]] = [
+        ("MLP save-all, added ms/step", lambda r: added_ms(r, "mlp")),
+        ("CNN save-all, added ms/step", lambda r: added_ms(r, "cnn")),
+        ("MLP default config, overhead %", lambda r: (r["mlp"]["default_ratio"] - 1) * 100),
+        ("CNN default config, overhead %", lambda r: (r["cnn"]["default_ratio"] - 1) * 100),
+        ("noise floor (hookless control, MLP / CNN) %",
+         lambda r: ((r["mlp"]["control_ratio"] - 1) * 100, (r["cnn"]["control_ratio"] - 1) * 100)),
+        ("write throughput, MB/s of tensor data", lambda r: r["write"]["tensor_bytes"] / r["write"]["seconds"] / 1e6),
+    ]
+    lines = ["| metric | before: median (range) | after: median (range) | after / before |", "|---|---|---|---|"]
+    for name, get in metrics:
+        cells = []
+        medians = []
+        for side in ("before", "after"):
+            values = [get(r) for r in runs[side]]
+            if isinstance(values[0], tuple):
+                pair = [statistics.median(v[i] for v in values) for i in (0, 1)]
+                cells.append(f"{pair[0]:+.2f} / {pair[1]:+.2f}")
+                continue
+            med = statistics.median(values)
+            medians.append(med)
+            fmt = "{:+.2f}" if "%" in name else "{:.3f}" if "ms" in name else "{:.0f}"
+            cells.append(f"{fmt.format(med)} ({fmt.format(min(values))} .. {fmt.format(max(values))})")
+        ratio = f"{medians[1] / medians[0]:.2f}" if len(medians) == 2 and "%" not in name and medians[0] else ""
+        lines.append(f"| {name} | {cells[0]} | {cells[1]} | {ratio} |")
+    return "\n".join(lines)
+
+
+def run_baseline(baseline: Path, rounds: int, blocks: int, bases: list[str]) -> str:
+    sections = []
+    for base in bases:
+        runs: dict[str, list[dict[str, Any]]] = {"before": [], "after": []}
+        for r in range(rounds):
+            order = [("before", baseline), ("after", REPO)]
+            for side, code in order if r % 2 == 0 else order[::-1]:  # alternate which goes first
+                root = Path(tempfile.mkdtemp(prefix="sdk-ext-hook-bench-", dir=base))
+                try:
+                    runs[side].append(run_worker(sys.executable, "sdk_ext", root / side, blocks, code))
+                finally:
+                    shutil.rmtree(root, ignore_errors=True)
+        fs = subprocess.run(["df", "--output=fstype", base], capture_output=True, text=True, check=False).stdout.split()
+        sections.append(f"#### Trials written to {base} ({fs[-1] if fs else '?'})\n\n" + baseline_table(runs))
+    header = (
+        "### Hooks before/after a change (sdk_ext only, one run)\n\n"
+        f"Command: `git archive <before> | tar -x -C /tmp/before; python -m tests.bench.hook_overhead --baseline "
+        f"/tmp/before --rounds {rounds} --blocks {blocks} --write-md`  \n"
+        f"{rounds} rounds; each round runs the before and after sdk_ext in one process each (same worker, same "
+        "venv, order alternating), so each cell is the median (and range) over rounds of the per-process numbers of "
+        "the table above. ms added per step = save-all step time minus no-hook step time.\n"
+    )
+    return header + "\n" + "\n\n".join(sections)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--blocks", type=int, default=20, help="timed blocks of 25 steps per config")
     parser.add_argument("--write-md", action="store_true", help="update the hook section of BENCHMARKS.md")
     parser.add_argument("--dirs", default=tempfile.gettempdir() + ",/dev/shm",
                         help="comma-separated base directories to write trials into (a disk, a tmpfs)")
+    parser.add_argument("--baseline", type=Path,
+                        help="source tree of an earlier commit: compare its sdk_ext with this tree's (no smdebug)")
+    parser.add_argument("--rounds", type=int, default=3, help="with --baseline: before/after pairs of processes")
     args, _ = parser.parse_known_args(argv)
+    bases = [d for d in args.dirs.split(",") if d and os.path.isdir(d)]
+    if args.baseline is not None:
+        body = run_baseline(args.baseline.resolve(), args.rounds, args.blocks, bases)
+        print(body)
+        if args.write_md:
+            write_section("hook_overhead_baseline", body)
+        return 0
     smdebug = os.environ.get("SMDEBUG_PYTHON")
     if not smdebug:
         print("SMDEBUG_PYTHON not set: smdebug side skipped", file=sys.stderr)
     sections = []
-    for base in [d for d in args.dirs.split(",") if d and os.path.isdir(d)]:
+    for base in bases:
         root = Path(tempfile.mkdtemp(prefix="sdk-ext-hook-bench-", dir=base))
         try:
             results: dict[str, dict[str, Any]] = {

@@ -146,7 +146,7 @@ class Hook(BaseHook):
     def _forward_pre(self, module: nn.Module, inputs: Any) -> None:
         # Fast path, most steps: the policy said the next steps of this mode save nothing, and
         # neither the mode nor any collection changed since. Only the counters move.
-        if self._quiet and self._quiet_token == (change_count(), self._steps.mode) and self._out_closed():
+        if self._quiet and self._quiet_token == (change_count(), self._steps.mode):
             self._quiet -= 1
             self._steps.next()
             return
@@ -185,6 +185,12 @@ class Hook(BaseHook):
         # Steps start at each forward call: a value given before the first one (or before the next
         # forward of a script that called end_step) belongs to the step that call starts.
         return not self._in_step and not self._explicit_steps
+
+    def _open_output(self) -> None:
+        # Files of a step open (a save_scalar at a quiet step, say): the next forward must take the slow
+        # path, which closes them. Zeroing the count here keeps that check off the fast path.
+        self._quiet = 0
+        super()._open_output()
 
     def _out_closed(self) -> bool:
         return self._out is None or not self._out.step_open

@@ -26,8 +26,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from sdk_ext.exceptions import ConfigError
 from sdk_ext.hooks import json_config, registry
+from sdk_ext.hooks import zero_change as shared
 
 logger = logging.getLogger(__name__)
 
@@ -35,28 +35,12 @@ _state: dict[str, Any] = {"failed": None, "installed": False, "path": None, "pat
 _METHODS = ("fit", "evaluate", "predict")
 
 
-def _enabled() -> bool:
-    return os.environ.get("USE_SMDEBUG", "true").strip().lower() not in ("0", "false")
-
-
 def get_hook(json_config_path: str | None = None, create_if_not_exists: bool = False) -> Any:
     """The process's KerasHook (smdebug's ``get_hook``): the existing one, or (``create_if_not_exists``)
     a new one from the config. None without a config file, with ``USE_SMDEBUG`` off, or on a bad config."""
     from sdk_ext.keras.hook import KerasHook
 
-    with registry.lock:
-        hook = registry.current()
-        if isinstance(hook, KerasHook) or not create_if_not_exists:
-            return hook if isinstance(hook, KerasHook) else None
-        path = json_config.config_path(json_config_path)
-        if not _enabled() or not os.path.isfile(path) or _state["failed"] == path:
-            return None
-        try:
-            return KerasHook.create_from_json_file(path)
-        except ConfigError as err:
-            logger.error("sdk_ext: not saving debugging data: %s", err)
-            _state["failed"] = path
-            return None
+    return shared.get_hook(KerasHook, json_config_path, create_if_not_exists, _state)
 
 
 class _KerasFinder(importlib.abc.MetaPathFinder):
@@ -92,10 +76,10 @@ def install(json_config_path: str | None = None) -> bool:
     if _state["installed"]:
         return True
     path = json_config.config_path(json_config_path)
-    if not _enabled() or not os.path.isfile(path):
+    if not shared.enabled() or not os.path.isfile(path):
         return False
     _state.update(installed=True, path=path)
-    _ensure_log_output()
+    shared.ensure_log_output()
     if "keras" in sys.modules:
         _patch_keras(sys.modules["keras"])
     else:
@@ -141,18 +125,6 @@ def _patch_keras(keras: Any) -> None:
 
         setattr(model_cls, method, make(original, signature))
     _state["patched"] = True
-
-
-def _ensure_log_output() -> None:
-    """A script that configured no logging would never show the hook's messages (errors included):
-    send sdk_ext's records to stderr then, as smdebug did."""
-    package = logging.getLogger("sdk_ext")
-    if logging.getLogger().handlers or any(not isinstance(h, logging.NullHandler) for h in package.handlers):
-        return
-    handler = logging.StreamHandler()
-    handler.setFormatter(logging.Formatter("[sdk_ext %(levelname)s %(asctime)s] %(message)s"))
-    package.addHandler(handler)
-    package.setLevel(logging.INFO)
 
 
 def uninstall() -> None:

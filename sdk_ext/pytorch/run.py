@@ -6,20 +6,12 @@ would run it, plus :func:`sdk_ext.pytorch.zero_change.install` first (a no-op wi
 
 from __future__ import annotations
 
-import runpy
-import sys
-
+from sdk_ext.hooks.zero_change import run_script
 from sdk_ext.pytorch.zero_change import install
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = sys.argv[1:] if argv is None else argv
-    if not args:
-        sys.stderr.write("usage: python -m sdk_ext.pytorch.run SCRIPT.py [ARGS...]\n")
-        raise SystemExit(2)
-    install()
-    sys.argv = list(args)
-    runpy.run_path(args[0], run_name="__main__")
+    run_script("sdk_ext.pytorch.run", install, argv)
 
 
 if __name__ == "__main__":

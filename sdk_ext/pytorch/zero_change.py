@@ -30,18 +30,14 @@ import os
 import threading
 from typing import Any
 
-from sdk_ext.exceptions import ConfigError
 from sdk_ext.hooks import json_config, registry
+from sdk_ext.hooks import zero_change as shared
 
 logger = logging.getLogger(__name__)
 
 _lock = threading.Lock()  # guards _state
 _state: dict[str, Any] = {"failed": None, "handle": None, "installed": False, "steps": 0}
 _WATCH_STEPS = 3  # steps during which new loss modules are looked for
-
-
-def _enabled() -> bool:
-    return os.environ.get("USE_SMDEBUG", "true").strip().lower() not in ("0", "false")
 
 
 def get_hook(json_config_path: str | None = None, create_if_not_exists: bool = False) -> Any:
@@ -53,19 +49,7 @@ def get_hook(json_config_path: str | None = None, create_if_not_exists: bool = F
     """
     from sdk_ext.pytorch.hook import Hook
 
-    with registry.lock:
-        hook = registry.current()
-        if isinstance(hook, Hook) or not create_if_not_exists:
-            return hook if isinstance(hook, Hook) else None
-        path = json_config.config_path(json_config_path)
-        if not _enabled() or not os.path.isfile(path) or _state["failed"] == path:
-            return None
-        try:
-            return Hook.create_from_json_file(path)
-        except ConfigError as err:
-            logger.error("sdk_ext: not saving debugging data: %s", err)
-            _state["failed"] = path
-            return None
+    return shared.get_hook(Hook, json_config_path, create_if_not_exists, _state)
 
 
 def del_hook() -> None:
@@ -79,14 +63,14 @@ def install(json_config_path: str | None = None) -> bool:
     if _state["installed"]:
         return True
     path = json_config.config_path(json_config_path)
-    if not _enabled() or not os.path.isfile(path):
+    if not shared.enabled() or not os.path.isfile(path):
         return False
     import torch
 
     def pre_hook(module: torch.nn.Module, inputs: Any) -> None:
         _on_module_call(module, path)
 
-    _ensure_log_output()
+    shared.ensure_log_output()
     _state["handle"] = torch.nn.modules.module.register_module_forward_pre_hook(pre_hook)
     _state["installed"] = True
     logger.info("sdk_ext: the debugger hook will be created from %s at the first forward call", path)
@@ -133,18 +117,6 @@ def uninstall() -> None:
         hook.close()
     registry.forget()
     _state.update(failed=None, installed=False, steps=0)
-
-
-def _ensure_log_output() -> None:
-    """A script that configured no logging would never show the hook's messages (errors included):
-    send sdk_ext's records to stderr then, as smdebug did."""
-    package = logging.getLogger("sdk_ext")
-    if logging.getLogger().handlers or any(not isinstance(h, logging.NullHandler) for h in package.handlers):
-        return
-    handler = logging.StreamHandler()
-    handler.setFormatter(logging.Formatter("[sdk_ext %(levelname)s %(asctime)s] %(message)s"))
-    package.addHandler(handler)
-    package.setLevel(logging.INFO)
 
 
 __all__ = ["del_hook", "get_hook", "install", "uninstall"]

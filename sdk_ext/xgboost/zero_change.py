@@ -33,18 +33,14 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from sdk_ext.exceptions import ConfigError
 from sdk_ext.hooks import json_config, registry
+from sdk_ext.hooks import zero_change as shared
 
 logger = logging.getLogger(__name__)
 
 _lock = threading.Lock()  # guards _state
 _state: dict[str, Any] = {"failed": None, "installed": False, "path": None, "patched": [], "finder": None}
 _PATCH_TARGETS = ("xgboost", "xgboost.training", "xgboost.sklearn")  # modules holding a `train` name
-
-
-def _enabled() -> bool:
-    return os.environ.get("USE_SMDEBUG", "true").strip().lower() not in ("0", "false")
 
 
 def get_hook(json_config_path: str | None = None, create_if_not_exists: bool = False) -> Any:
@@ -56,19 +52,7 @@ def get_hook(json_config_path: str | None = None, create_if_not_exists: bool = F
     """
     from sdk_ext.xgboost.hook import Hook
 
-    with registry.lock:
-        hook = registry.current()
-        if isinstance(hook, Hook) or not create_if_not_exists:
-            return hook if isinstance(hook, Hook) else None
-        path = json_config.config_path(json_config_path)
-        if not _enabled() or not os.path.isfile(path) or _state["failed"] == path:
-            return None
-        try:
-            return Hook.create_from_json_file(path)
-        except ConfigError as err:
-            logger.error("sdk_ext: not saving debugging data: %s", err)
-            _state["failed"] = path
-            return None
+    return shared.get_hook(Hook, json_config_path, create_if_not_exists, _state)
 
 
 def install(json_config_path: str | None = None) -> bool:
@@ -77,10 +61,10 @@ def install(json_config_path: str | None = None) -> bool:
         if _state["installed"]:
             return True
         path = json_config.config_path(json_config_path)
-        if not _enabled() or not os.path.isfile(path):
+        if not shared.enabled() or not os.path.isfile(path):
             return False
         _state.update(installed=True, path=path)
-    _ensure_log_output()
+    shared.ensure_log_output()
     if "xgboost" in sys.modules:
         _patch()
     else:
@@ -187,18 +171,6 @@ class _PatchingLoader(importlib.abc.Loader):
             _patch()
         except Exception:
             logger.exception("sdk_ext: could not arm the XGBoost hook; training goes on without it")
-
-
-def _ensure_log_output() -> None:
-    """A script that configured no logging would never show the hook's messages: send sdk_ext's
-    records to stderr then, as smdebug did."""
-    package = logging.getLogger("sdk_ext")
-    if logging.getLogger().handlers or any(not isinstance(h, logging.NullHandler) for h in package.handlers):
-        return
-    handler = logging.StreamHandler()
-    handler.setFormatter(logging.Formatter("[sdk_ext %(levelname)s %(asctime)s] %(message)s"))
-    package.addHandler(handler)
-    package.setLevel(logging.INFO)
 
 
 __all__ = ["get_hook", "install", "uninstall"]

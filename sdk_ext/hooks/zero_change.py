@@ -1,0 +1,77 @@
+"""What every framework's zero-change path shares: the ``USE_SMDEBUG`` switch, smdebug's ``get_hook``
+over the process's hook, log output for scripts that configured none, and the ``python -m ... run`` entry.
+
+Each framework (sdk_ext.pytorch / .xgboost / .keras ``zero_change``) keeps its own state and its own way of
+arming the hook; these functions take what differs (the hook class, that state) as arguments.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import runpy
+import sys
+from collections.abc import Callable, MutableMapping
+from typing import Any, TypeVar
+
+from sdk_ext.exceptions import ConfigError
+from sdk_ext.hooks import json_config, registry
+
+logger = logging.getLogger(__name__)
+
+H = TypeVar("H")
+
+
+def enabled() -> bool:
+    """smdebug's switch: ``USE_SMDEBUG`` set to 0 or false turns the zero-change hook off."""
+    return os.environ.get("USE_SMDEBUG", "true").strip().lower() not in ("0", "false")
+
+
+def get_hook(hook_cls: type[H], json_config_path: str | None, create_if_not_exists: bool,
+             state: MutableMapping[str, Any]) -> H | None:
+    """The process's hook if it is a ``hook_cls``, or (``create_if_not_exists``) a new one from the config,
+    which then is the process's hook.
+
+    None when there is none and there is no config file, ``USE_SMDEBUG`` is off, or the config is invalid
+    (logged once per path: ``state["failed"]`` remembers it).
+    """
+    with registry.lock:
+        hook = registry.current()
+        if isinstance(hook, hook_cls) or not create_if_not_exists:
+            return hook if isinstance(hook, hook_cls) else None
+        path = json_config.config_path(json_config_path)
+        if not enabled() or not os.path.isfile(path) or state["failed"] == path:
+            return None
+        try:
+            return hook_cls.create_from_json_file(path)  # type: ignore[attr-defined, no-any-return]
+        except ConfigError as err:
+            logger.error("sdk_ext: not saving debugging data: %s", err)
+            state["failed"] = path
+            return None
+
+
+def ensure_log_output() -> None:
+    """A script that configured no logging would never show the hook's messages (errors included):
+    send sdk_ext's records to stderr then, as smdebug did."""
+    package = logging.getLogger("sdk_ext")
+    if logging.getLogger().handlers or any(not isinstance(h, logging.NullHandler) for h in package.handlers):
+        return
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("[sdk_ext %(levelname)s %(asctime)s] %(message)s"))
+    package.addHandler(handler)
+    package.setLevel(logging.INFO)
+
+
+def run_script(module: str, install: Callable[[], object], argv: list[str] | None = None) -> None:
+    """``python -m <module> SCRIPT.py [ARGS...]``: ``install()``, then run the script as ``__main__`` with
+    ``sys.argv = [SCRIPT.py, ARGS...]``, exactly as ``python SCRIPT.py ARGS...`` would."""
+    args = sys.argv[1:] if argv is None else argv
+    if not args:
+        sys.stderr.write(f"usage: python -m {module} SCRIPT.py [ARGS...]\n")
+        raise SystemExit(2)
+    install()
+    sys.argv = list(args)
+    runpy.run_path(args[0], run_name="__main__")
+
+
+__all__ = ["enabled", "ensure_log_output", "get_hook", "run_script"]

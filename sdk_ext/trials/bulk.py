@@ -21,6 +21,7 @@ missing or still short, a step the plan cannot place) returns None: the caller r
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -116,48 +117,17 @@ def read_values(reader: ValueReader, plan: StepPlan, name: str) -> list[Array] |
             return decode((chunks[number], int(base[k]), int(have[k]), number), key, start, length, name)
         return reader.read(key, start, length, f.event_size, name)
 
-    n = len(numbers)
-    out: list[Array | None] = [None] * n
-    pending = np.arange(n)
-    rounds = 0
-    while pending.size:
-        seed = int(pending[0])
-        out[seed] = one(seed)
-        pending = pending[1:]
-        if not ready[seed] or rounds >= _MAX_ROUNDS or not pending.size:
-            continue
-        rounds += 1
-        layout = reader.decoder.layout(name)
-        if layout is None:
-            continue
-        candidates = pending[ready[pending]]
-        done = []
+    def matches(candidates: Ints, layout: Any) -> Iterator[tuple[Ints, list[Array]]]:
         for number in chunk_numbers:
             chosen = candidates if len(chunk_numbers) == 1 else candidates[chunk[candidates] == number]
             if not chosen.size:
                 continue
             buf = buffers[number]
             matched, content = match_layout(buf, where[chosen], lengths[chosen], layout)
-            if not matched.size:
-                continue
-            rows = _rows(gather_contents(buf, content, layout))
-            hits = chosen[matched]
-            reader.batched += hits.size
-            if seed == 0 and hits.size == n - 1:  # the common case: one layout, one chunk, in order
-                out[1:] = rows
-                return out  # type: ignore[return-value]
-            first = int(hits[0])
-            if int(hits[-1]) - first + 1 == hits.size:  # a run of steps (the files of a chunk, in order)
-                out[first : first + hits.size] = rows
-            else:
-                for at, row in zip(hits.tolist(), rows):
-                    out[at] = row
-            done.append(hits)
-        if done:
-            left = np.ones(n, bool)
-            left[np.concatenate(done)] = False
-            pending = pending[left[pending]]
-    return out  # type: ignore[return-value]
+            if matched.size:
+                yield chosen[matched], _rows(gather_contents(buf, content, layout))
+
+    return _decode_in_rounds(reader, name, len(numbers), ready, one, matches)
 
 
 def _read_ranged(
@@ -192,7 +162,26 @@ def _read_ranged(
             return decode(data, at, length, name=key, base=start - at, key=name)
         return reader.read(key, start, length, f.event_size, name)
 
-    n = len(numbers)
+    def matches(candidates: Ints, layout: Any) -> Iterator[tuple[Ints, list[Array]]]:
+        matched, content = match_layout(buf, where[candidates], lengths[candidates], layout)
+        if matched.size:
+            yield candidates[matched], _rows(gather_contents(buf, content, layout))
+
+    return _decode_in_rounds(reader, name, len(numbers), ok, one, matches)
+
+
+def _decode_in_rounds(
+    reader: ValueReader,
+    name: str,
+    n: int,
+    ok: np.ndarray[Any, Any],
+    one: Callable[[int], Array],
+    matches: Callable[[Ints, Any], Iterable[tuple[Ints, list[Array]]]],
+) -> list[Array]:
+    """The ``n`` values, in order: decode the first pending record alone (``one``: it learns the record's
+    layout), then every other pending record whose bytes are at hand (``ok``) and match that layout at
+    once (``matches`` yields the positions it decoded and their rows); repeat with the next pending one.
+    After ``_MAX_ROUNDS`` layouts the rest are decoded one at a time."""
     out: list[Array | None] = [None] * n
     pending = np.arange(n)
     rounds = 0
@@ -206,21 +195,23 @@ def _read_ranged(
         layout = reader.decoder.layout(name)
         if layout is None:
             continue
-        candidates = pending[ok[pending]]
-        matched, content = match_layout(buf, where[candidates], lengths[candidates], layout)
-        if not matched.size:
-            continue
-        hits = candidates[matched]
-        reader.batched += hits.size
-        rows = _rows(gather_contents(buf, content, layout))
-        if seed == 0 and hits.size == n - 1:  # the common case: one layout
-            out[1:] = rows
-            return out  # type: ignore[return-value]
-        for position, value in zip(hits.tolist(), rows):
-            out[position] = value
-        left = np.ones(n, bool)
-        left[hits] = False
-        pending = pending[left[pending]]
+        done = []
+        for hits, rows in matches(pending[ok[pending]], layout):
+            reader.batched += hits.size
+            if seed == 0 and hits.size == n - 1:  # the common case: one layout, one buffer, in order
+                out[1:] = rows
+                return out  # type: ignore[return-value]
+            first = int(hits[0])
+            if int(hits[-1]) - first + 1 == hits.size:  # a run of steps (the files of a chunk, in order)
+                out[first : first + hits.size] = rows
+            else:
+                for at, row in zip(hits.tolist(), rows):
+                    out[at] = row
+            done.append(hits)
+        if done:
+            left = np.ones(n, bool)
+            left[np.concatenate(done)] = False
+            pending = pending[left[pending]]
     return out  # type: ignore[return-value]
 
 

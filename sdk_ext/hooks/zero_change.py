@@ -7,11 +7,13 @@ arming the hook; these functions take what differs (the hook class, that state) 
 
 from __future__ import annotations
 
+import importlib.abc
+import importlib.machinery
 import logging
 import os
 import runpy
 import sys
-from collections.abc import Callable, MutableMapping
+from collections.abc import Callable, MutableMapping, Sequence
 from typing import Any, TypeVar
 
 from sdk_ext.exceptions import ConfigError
@@ -62,6 +64,53 @@ def ensure_log_output() -> None:
     package.setLevel(logging.INFO)
 
 
+class PatchOnImport(importlib.abc.MetaPathFinder):
+    """Calls ``patch(module)`` right after ``import <name>`` has run the module, so that arming a
+    zero-change hook (the ``.pth`` line) imports no framework into every Python process. The module is
+    found by the other finders as usual; this finder leaves ``sys.meta_path`` once it has patched.
+    A failing ``patch`` is logged and the import goes on: training runs without the hook."""
+
+    def __init__(self, name: str, patch: Callable[[Any], None], what: str) -> None:
+        self.name, self.patch, self.what = name, patch, what
+
+    def install(self) -> None:
+        sys.meta_path.insert(0, self)
+
+    def remove(self) -> None:
+        if self in sys.meta_path:
+            sys.meta_path.remove(self)
+
+    def find_spec(self, fullname: str, path: Sequence[str] | None, target: Any = None) -> (
+            importlib.machinery.ModuleSpec | None):
+        if fullname != self.name:
+            return None
+        for finder in sys.meta_path:
+            if finder is self:
+                continue
+            find = getattr(finder, "find_spec", None)
+            spec: importlib.machinery.ModuleSpec | None = find(fullname, path, target) if find is not None else None
+            if spec is not None and spec.loader is not None:
+                spec.loader = _PatchingLoader(spec.loader, self)
+                return spec
+        return None
+
+
+class _PatchingLoader(importlib.abc.Loader):
+    def __init__(self, inner: Any, finder: PatchOnImport) -> None:
+        self.inner, self.finder = inner, finder
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> Any:
+        return self.inner.create_module(spec)
+
+    def exec_module(self, module: Any) -> None:
+        self.inner.exec_module(module)
+        self.finder.remove()
+        try:
+            self.finder.patch(module)
+        except Exception:
+            logger.exception("sdk_ext: could not arm the %s hook; training goes on without it", self.finder.what)
+
+
 def run_script(module: str, install: Callable[[], object], argv: list[str] | None = None) -> None:
     """``python -m <module> SCRIPT.py [ARGS...]``: ``install()``, then run the script as ``__main__`` with
     ``sys.argv = [SCRIPT.py, ARGS...]``, exactly as ``python SCRIPT.py ARGS...`` would."""
@@ -74,4 +123,4 @@ def run_script(module: str, install: Callable[[], object], argv: list[str] | Non
     runpy.run_path(args[0], run_name="__main__")
 
 
-__all__ = ["enabled", "ensure_log_output", "get_hook", "run_script"]
+__all__ = ["PatchOnImport", "enabled", "ensure_log_output", "get_hook", "run_script"]

@@ -17,13 +17,10 @@ unless the script passes a KerasHook itself. A bad config is logged and training
 from __future__ import annotations
 
 import functools
-import importlib.abc
-import importlib.machinery
 import inspect
 import logging
 import os
 import sys
-from collections.abc import Sequence
 from typing import Any
 
 from sdk_ext.hooks import json_config, registry
@@ -43,34 +40,6 @@ def get_hook(json_config_path: str | None = None, create_if_not_exists: bool = F
     return shared.get_hook(KerasHook, json_config_path, create_if_not_exists, _state)
 
 
-class _KerasFinder(importlib.abc.MetaPathFinder):
-    """Patches keras.Model right after ``import keras`` finishes."""
-
-    def find_spec(self, fullname: str, path: Sequence[str] | None, target: Any = None) -> Any:
-        if fullname != "keras":
-            return None
-        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
-        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
-            return spec
-        loader = spec.loader
-        original = loader.exec_module
-
-        def exec_module(module: Any) -> None:
-            original(module)
-            _remove_finder()
-            _patch_keras(module)
-
-        loader.exec_module = exec_module  # type: ignore[method-assign]
-        return spec
-
-
-def _remove_finder() -> None:
-    finder = _state["finder"]
-    if finder is not None and finder in sys.meta_path:
-        sys.meta_path.remove(finder)
-    _state["finder"] = None
-
-
 def install(json_config_path: str | None = None) -> bool:
     """Arm the zero-change path; True if a config was found. Safe to call more than once."""
     if _state["installed"]:
@@ -83,9 +52,9 @@ def install(json_config_path: str | None = None) -> bool:
     if "keras" in sys.modules:
         _patch_keras(sys.modules["keras"])
     else:
-        finder = _KerasFinder()
+        finder = shared.PatchOnImport("keras", _patch_keras, "Keras")
         _state["finder"] = finder
-        sys.meta_path.insert(0, finder)
+        finder.install()
     logger.info("sdk_ext: the Keras hook will be created from %s at the first fit/evaluate/predict", path)
     return True
 
@@ -129,7 +98,8 @@ def _patch_keras(keras: Any) -> None:
 
 def uninstall() -> None:
     """Undo :func:`install`: remove the import hook and the wrappers, close and forget the hook."""
-    _remove_finder()
+    if _state["finder"] is not None:
+        _state["finder"].remove()
     keras = sys.modules.get("keras")
     if keras is not None and _state["patched"]:
         for method in _METHODS:
@@ -141,7 +111,7 @@ def uninstall() -> None:
     if hook is not None:
         hook.close()
     registry.forget()
-    _state.update(failed=None, installed=False, path=None, patched=False)
+    _state.update(failed=None, installed=False, path=None, patched=False, finder=None)
 
 
 __all__ = ["get_hook", "install", "uninstall"]

@@ -24,8 +24,6 @@ training runs without the hook.
 from __future__ import annotations
 
 import functools
-import importlib.abc
-import importlib.machinery
 import logging
 import os
 import sys
@@ -68,18 +66,17 @@ def install(json_config_path: str | None = None) -> bool:
     if "xgboost" in sys.modules:
         _patch()
     else:
-        finder = _PatchOnImport()
+        finder = shared.PatchOnImport("xgboost", lambda module: _patch(), "XGBoost")
         _state["finder"] = finder
-        sys.meta_path.insert(0, finder)
+        finder.install()
     logger.info("sdk_ext: the XGBoost debugger hook will be created from %s at the first training", path)
     return True
 
 
 def uninstall() -> None:
     """Undo :func:`install`: restore ``train``, close the process's hook (it is forgotten)."""
-    finder = _state["finder"]
-    if finder is not None and finder in sys.meta_path:
-        sys.meta_path.remove(finder)
+    if _state["finder"] is not None:
+        _state["finder"].remove()
     for module, original in _state["patched"]:
         setattr(module, "train", original)  # noqa: B010
     hook = registry.current()
@@ -139,38 +136,6 @@ def _hook_for(params: Any, dtrain: Any, evals: Sequence[Any] | None, callbacks: 
     except Exception:
         logger.exception("sdk_ext: the zero-change XGBoost hook failed; training goes on without it")
         return None
-
-
-class _PatchOnImport(importlib.abc.MetaPathFinder):
-    """Patches xgboost right after the script imports it (the .pth path imports nothing at start)."""
-
-    def find_spec(self, fullname: str, path: Any, target: Any = None) -> importlib.machinery.ModuleSpec | None:
-        if fullname != "xgboost":
-            return None
-        for finder in sys.meta_path:
-            if finder is self:
-                continue
-            find = getattr(finder, "find_spec", None)
-            spec: importlib.machinery.ModuleSpec | None = find(fullname, path, target) if find is not None else None
-            if spec is not None and spec.loader is not None:
-                spec.loader = _PatchingLoader(spec.loader)
-                return spec
-        return None
-
-
-class _PatchingLoader(importlib.abc.Loader):
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-
-    def create_module(self, spec: importlib.machinery.ModuleSpec) -> Any:
-        return self.inner.create_module(spec)
-
-    def exec_module(self, module: Any) -> None:
-        self.inner.exec_module(module)
-        try:
-            _patch()
-        except Exception:
-            logger.exception("sdk_ext: could not arm the XGBoost hook; training goes on without it")
 
 
 __all__ = ["get_hook", "install", "uninstall"]

@@ -139,34 +139,29 @@ def _walk_to_tensor(buf: Buffer, i: int, end: int) -> tuple[int, int]:
     raise _Fallback
 
 
+def _field(buf: Buffer, i: int, end: int, key: int) -> tuple[int, int] | None:
+    """Where the first length-delimited field with ``key`` (its key byte) in the message at ``buf[i:end]``
+    holds its bytes, as ``(start, end)``; None if the message has no such field."""
+    while i < end:
+        found = buf[i]
+        if found == key:
+            n, i = _varint(buf, i + 1)
+            return i, min(end, i + n)
+        i = _skip(buf, i + 1, found & 7) if found < 0x80 else _skip(buf, _varint(buf, i)[1], found & 7)
+    return None
+
+
 def _tag_of(buf: Buffer, i: int, end: int) -> bytes | None:
     """The tag (field 1) of the first Summary.Value of the Event at ``buf[i:end]``; None if there is none."""
     try:
-        while i < end:  # Event: field 5 is the summary
-            key = buf[i]
-            if key == 0x2A:
-                n, i = _varint(buf, i + 1)
-                end = min(end, i + n)
-                break
-            i = _skip(buf, i + 1, key & 7) if key < 0x80 else _skip(buf, _varint(buf, i)[1], key & 7)
-        else:
+        summary = _field(buf, i, end, 0x2A)  # Event: field 5 is the summary
+        if summary is None:
             return None
-        while i < end:  # Summary: field 1 is a value
-            key = buf[i]
-            if key == 0x0A:
-                n, i = _varint(buf, i + 1)
-                end = min(end, i + n)
-                break
-            i = _skip(buf, i + 1, key & 7) if key < 0x80 else _skip(buf, _varint(buf, i)[1], key & 7)
-        else:
+        value = _field(buf, *summary, 0x0A)  # Summary: field 1 is a value
+        if value is None:
             return None
-        while i < end:  # Summary.Value: field 1 is the tag
-            key = buf[i]
-            if key == 0x0A:
-                n, i = _varint(buf, i + 1)
-                return bytes(buf[i : min(i + n, end)])
-            i = _skip(buf, i + 1, key & 7) if key < 0x80 else _skip(buf, _varint(buf, i)[1], key & 7)
-        return b""  # proto3 leaves an empty tag out
+        tag = _field(buf, *value, 0x0A)  # Summary.Value: field 1 is the tag
+        return b"" if tag is None else bytes(buf[tag[0] : tag[1]])  # proto3 leaves an empty tag out
     except (_Fallback, IndexError):
         return None
 

@@ -23,6 +23,7 @@ from operator import add
 from sdk_ext.exceptions import IndexReaderException
 from sdk_ext.format.index import IndexFile, parse_index
 from sdk_ext.format.paths import EVENTS_DIR, REDUCTION_PREFIX, parse_event_key, parse_reduction_name
+from sdk_ext.format.paths import event_key as step_event_key
 from sdk_ext.modes import ModeKeys
 
 Location = tuple[int, int]  # (start, length) of a whole record in the step's event file
@@ -221,9 +222,14 @@ def _event_key(name: str | bytes, key: str, step: int, worker: str) -> str:
     the trial root, checked: it must be that step's and worker's event file under ``events/``, so no
     index can make the reader open a file outside the trial or another step's records.
 
+    An empty name (smdebug's own trial-building test helpers write one) means that step's and worker's
+    event file at its usual place: the step stays listed, as in smdebug, and its values are read from there.
+
     Raises:
         IndexReaderException: names the index file and the offending name.
     """
+    if not name:
+        return step_event_key(step, worker)
     if isinstance(name, bytes):
         try:
             name = name.decode()

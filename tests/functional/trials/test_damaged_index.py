@@ -185,3 +185,21 @@ def test_a_storage_key_that_climbs_out_of_the_root_is_refused(tmp_path):
         storage.read("events/../../secret")
     storage.write("events/a..b/..c", b"y")  # '..' inside a name is a name
     assert storage.read("events/a..b/..c") == b"y"
+
+
+@pytest.mark.parametrize(
+    "options",
+    [TrialOptions(), TrialOptions(whole_file_bytes=0), TrialOptions(file_cache_bytes=1000)],
+    ids=["whole files", "ranged reads", "gathered records"],
+)
+def test_an_empty_event_file_name_means_the_steps_own_event_file(tmp_path, caplog, options):
+    """smdebug's own trial-building test helpers write ``"event_file_name": ""``; smdebug lists such a step.
+    It is not damage: the name points nowhere, so the step's own event file (its usual place) is read."""
+    storage = build(tmp_path / "trial")
+    edit(storage, set_event(""))
+    with caplog.at_level(logging.WARNING):
+        trial = create_trial(str(tmp_path / "trial"), options=options)
+    assert trial.steps() == list(range(STEPS))
+    assert not [r for r in caplog.records if "cannot be read" in r.getMessage()]
+    np.testing.assert_array_equal(trial.tensor("b").value(DAMAGED), value(DAMAGED, 1))
+    assert [v[0] for v in trial.tensor("a").values().values()] == [value(s, 0)[0] for s in range(STEPS)]

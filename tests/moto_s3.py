@@ -254,6 +254,9 @@ class S3Env:
     def get(self, key: str) -> bytes:
         return bytes(self.direct.get_object(Bucket=self.bucket, Key=key)["Body"].read())
 
+    def delete(self, key: str) -> None:
+        self.direct.delete_object(Bucket=self.bucket, Key=key)
+
     def keys(self, prefix: str = "") -> list[str]:
         pages = self.direct.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix)
         return [obj["Key"] for page in pages for obj in page.get("Contents", ())]

@@ -50,6 +50,14 @@ class IndexFile:
 
 def encode_index(index: IndexFile) -> bytes:
     """The index document, byte for byte as smdebug writes it."""
+    head, tail = encode_index_parts(index)
+    return head + tail
+
+
+def encode_index_parts(index: IndexFile) -> tuple[bytes, bytes]:
+    """The index document as ``(head, tail)``: the head is everything up to and including the ``meta``
+    object and the separator after it (``{"meta": {...}, ``), the tail the rest, which repeats from step
+    to step when the same tensors are saved (:mod:`sdk_ext.format.consolidated` stores it once)."""
     meta: dict[str, Any] = {"mode": index.mode.name, "mode_step": index.mode_step}
     if index.event_file is not None:
         meta["event_file_name"] = index.event_file
@@ -60,7 +68,9 @@ def encode_index(index: IndexFile) -> bytes:
             {"tensorname": s.name, "originalname": s.original_name, "shape": list(s.shape)} for s in index.shapes
         ],
     }
-    return json.dumps(doc).encode("utf-8")
+    text = json.dumps(doc).encode("utf-8")
+    cut = len(json.dumps({"meta": meta})) + 1  # '{"meta": {...}' plus the ', ' that follows it
+    return text[:cut], text[cut:]
 
 
 def _fail(key: str, what: str) -> IndexReaderException:
@@ -131,4 +141,4 @@ def parse_index(data: bytes, *, key: str = "<index>") -> IndexFile:
     return IndexFile(mode, mode_step, event_file, tuple(tensors), tuple(shapes))
 
 
-__all__ = ["IndexFile", "ShapeEntry", "TensorEntry", "encode_index", "parse_index"]
+__all__ = ["IndexFile", "ShapeEntry", "TensorEntry", "encode_index", "encode_index_parts", "parse_index"]

@@ -149,12 +149,14 @@ class TrialOutput:
         self.writer.flush()
 
     def close(self, *, end_marker: bool) -> None:
-        """Close the open step, write the collections file if never written, the end marker if asked."""
+        """Close the open step, write the collections file if never written, the consolidated index, the
+        end marker if asked."""
         try:
             if self.writer.step_open:
                 self.writer.close_step()
             if not self._collections_written:
                 self.write_collections()
+            self.writer.finish_index()  # after every step, before the marker
             if end_marker:
                 self.writer.write_end_marker()
         finally:

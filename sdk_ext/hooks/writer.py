@@ -5,7 +5,9 @@ Per saved global step S of worker W (paths in :mod:`sdk_ext.format.paths`)::
     events/{S:012d}/{S:012d}_{W}.tfevents    records appended as tensors arrive (written as .tmp)
     index/{S//1000:09d}/{S:012d}_{W}.json    written after the event file is complete
 
-plus ``collections/000000000/{W}_collections.json`` and, at the end, ``training_job_end.ts``.
+plus ``collections/000000000/{W}_collections.json`` and, at the end, ``consolidated/{W}_index.sdkidx``
+(every index file this writer committed, in one object: :mod:`sdk_ext.format.consolidated`; readers
+of a finished trial on S3 fetch it instead of one object per step) and ``training_job_end.ts``.
 
 Invariants: a file appears under its final name only when it is complete (Storage commit:
 ``.tmp`` + rename locally, one PUT on S3), and an index file only after its event file, so a
@@ -44,8 +46,9 @@ import numpy as np
 
 from sdk_ext.exceptions import StorageError
 from sdk_ext.format.collection_file import CollectionsFile, encode_collections
+from sdk_ext.format.consolidated import ConsolidatedEncoder, consolidated_key
 from sdk_ext.format.events import encode_tensor_record_parts
-from sdk_ext.format.index import IndexFile, ShapeEntry, TensorEntry, encode_index
+from sdk_ext.format.index import IndexFile, ShapeEntry, TensorEntry, encode_index_parts
 from sdk_ext.format.paths import DEFAULT_WORKER, END_OF_JOB, collections_key, event_key, index_key
 from sdk_ext.modes import ModeKeys
 from sdk_ext.storage.base import ObjectWriter, Storage
@@ -181,10 +184,15 @@ class TrialWriter:
         background: bool = True,
         lag: int = 0,
         spool: UploadSpool | None = None,
+        consolidate: bool = True,
     ) -> None:
         self.storage = storage
         self.spool = spool
         self.worker = worker
+        #: write the consolidated index (False: only what smdebug writes)
+        self.consolidate = consolidate
+        self._summary: tuple[ConsolidatedEncoder, ObjectWriter] | None = None
+        self._summary_done = False
         self.clock = clock
         self.lag = lag
         self._committer = _Committer(max_pending=lag + 4) if background else None
@@ -316,9 +324,10 @@ class TrialWriter:
                 self._discard_writer(st.event_file, st.writer)
             self._discard(st.index)
             return False
-        data = encode_index(
+        head, tail = encode_index_parts(
             IndexFile(st.mode, st.mode_step, st.event_file if st.tensors else None, tuple(st.tensors), tuple(st.shapes))
         )
+        data = head + tail
         event_writer = st.writer if st.tensors else None
         if st.writer is not None and not st.tensors:
             self._discard_writer(st.event_file, st.writer)
@@ -327,7 +336,9 @@ class TrialWriter:
             entry = self.spool.open_write(index_key(st.step, self.worker))
             entry.write(data)
             files = [event_writer, entry] if event_writer is not None else [entry]
-            if not self.spool.submit(files, label=f"step {st.step}"):  # type: ignore[arg-type]
+            if self.spool.submit(files, label=f"step {st.step}"):  # type: ignore[arg-type]
+                self._summarize(st.step, head, tail)
+            else:
                 self.dropped_steps += 1
             self._last_saved = st.step
             return True
@@ -340,10 +351,56 @@ class TrialWriter:
                 index.writer.commit()
             else:
                 self.storage.write(index_key(st.step, self.worker), data)
+            self._summarize(st.step, head, tail)
 
         self._run(commit, inline=self.lag == 0)
         self._last_saved = st.step
         return True
+
+    def _summarize(self, step: int, head: bytes, tail: bytes) -> None:
+        """Append a committed index file to the consolidated index (best effort: a failure drops the
+        consolidated index, never a step; readers then read the index files one by one)."""
+        if not self.consolidate or self._summary_done:
+            return
+        try:
+            if self._summary is None:
+                encoder = ConsolidatedEncoder()
+                out = (self.spool or self.storage).open_write(consolidated_key(self.worker))
+                self._summary = (encoder, out)
+                out.write(encoder.start())
+            encoder, out = self._summary
+            for piece in encoder.add(step, head, tail):
+                out.write(piece)
+        except Exception as err:  # noqa: BLE001 - the consolidated index is optional; the trial is not
+            self._drop_summary(f"writing it failed: {err}")
+
+    def _drop_summary(self, why: str) -> None:
+        self._summary_done = True
+        summary, self._summary = self._summary, None
+        logger.info("sdk_ext: no consolidated index for %s (%s); readers read its index files one by one",
+                    self.worker, why)
+        if summary is not None:
+            with contextlib.suppress(Exception):
+                summary[1].abort()
+
+    def finish_index(self) -> None:
+        """Commit the consolidated index of every step committed so far (after them; called at close,
+        before the end marker). Later steps are not added: it is written once."""
+        if self._summary_done:
+            return
+        if self._committer is not None and self.spool is None:
+            self._committer.join()  # with lag > 0 the last steps are committed (and added) there
+        summary, self._summary = self._summary, None
+        self._summary_done = True
+        if summary is None:
+            return
+        encoder, out = summary
+        try:
+            out.write(encoder.finish(self.worker))
+            out.commit()
+        except Exception as err:  # noqa: BLE001 - optional, as in _summarize
+            self._summary = summary
+            self._drop_summary(f"committing it failed: {err}")
 
     def abort_step(self) -> None:
         """Drop the current step without writing anything (its temporary files are removed)."""
@@ -373,7 +430,9 @@ class TrialWriter:
         self._run(lambda: self.storage.write(key, data), inline=False)
 
     def write_end_marker(self) -> None:
-        """Write the empty ``training_job_end.ts`` after everything queued so far."""
+        """Write the empty ``training_job_end.ts`` after everything queued so far (the consolidated
+        index of this writer's steps first)."""
+        self.finish_index()
         if self.spool is not None:
             self.spool.write(END_OF_JOB, b"")
             return
@@ -400,6 +459,7 @@ class TrialWriter:
                 self._discard(self._next[0])
                 self._discard(self._next[1])
                 self._next = None
+            self.finish_index()
             if self.spool is None:
                 self.flush()
         finally:

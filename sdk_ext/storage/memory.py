@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import builtins
+import hashlib
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 
 from sdk_ext.exceptions import StorageNotFound
-from sdk_ext.storage.base import Buffer, ReadRequest
+from sdk_ext.storage.base import Buffer, ObjectInfo, ReadRequest
 
 
 class _MemoryWriter:
@@ -41,6 +42,12 @@ class InMemoryStorage:
         with self._lock:
             keys = sorted(k for k in self._objects if k.startswith(prefix) and k > start_after)
         return iter(keys)
+
+    def list_objects(self, prefix: str, *, start_after: str = "") -> Iterator[ObjectInfo]:
+        """As :meth:`list`, with each object's size and an ETag (the MD5 of its bytes, as S3's for one PUT)."""
+        with self._lock:
+            found = sorted((k, v) for k, v in self._objects.items() if k.startswith(prefix) and k > start_after)
+        return iter([ObjectInfo(k, len(v), hashlib.md5(v).hexdigest()) for k, v in found])  # noqa: S324 - not security
 
     def read(self, key: str, *, start: int = 0, length: int | None = None) -> bytes:
         with self._lock:

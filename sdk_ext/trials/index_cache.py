@@ -10,6 +10,19 @@ Bookkeeping follows smdebug's reader (reference/FORMAT.md §8.2): the first inde
 global step fixes its mode and mode step; a step is complete once ``num_workers`` workers wrote it,
 and every step up to the last complete one counts as complete (stragglers are given up); when more
 than ``incomplete_step_window`` steps wait for missing workers, the older half is given up too.
+
+Fewer requests on S3 (issue 17.6; smdebug #99):
+
+* many index files to read and listings with sizes: they come from the writers' consolidated
+  indexes where those hold them (:mod:`sdk_ext.trials.consolidated_reads`), one GET per worker;
+* a *finished* trial (the end marker was there before the listing) on storage that is not local,
+  with more than ``lazy_index_files`` index files still to read, keeps them *pending*: the global
+  steps are known from the file names, and a file is read when a query needs it. :meth:`ensure`
+  reads one step's files for the first ``RANDOM_READS`` steps asked for (the value at the last step
+  costs one index file, not all of them), then every pending file in one batch; :meth:`load` reads
+  them all, which every query that needs the whole index (names, modes, a tensor's steps) does first.
+  Until then a listed index file counts as a step; one that proves empty or unreadable when read
+  leaves the steps (as it would have at open).
 """
 
 from __future__ import annotations
@@ -23,6 +36,7 @@ from sdk_ext.exceptions import ConfigError, IndexReaderException
 from sdk_ext.format.paths import INDEX_DIR, index_key, parse_index_key, serialize_worker
 from sdk_ext.modes import ModeKeys
 from sdk_ext.storage import ReadRequest, Storage
+from sdk_ext.trials.consolidated_reads import Listed, list_with_sizes, read_consolidated
 from sdk_ext.trials.step_files import Location, ReductionKey, StepFile, StepFileParser
 
 logger = logging.getLogger(__name__)
@@ -30,6 +44,8 @@ logger = logging.getLogger(__name__)
 RangeSteps = tuple[int | None, int | None]
 #: read index files in batches of this many keys (one read_many each)
 _READ_BATCH = 1000
+#: steps :meth:`TrialIndex.ensure` reads one at a time before it reads every pending index file
+RANDOM_READS = 2
 
 
 def check_range_steps(range_steps: Sequence[int | None] | None) -> RangeSteps | None:
@@ -63,10 +79,17 @@ class TrialIndex:
         *,
         range_steps: RangeSteps | None = None,
         incomplete_step_window: int = 1000,
+        lazy_index_files: int = 0,
     ) -> None:
         self.storage = storage
         self.range_steps = range_steps
         self.incomplete_step_window = incomplete_step_window
+        #: a finished trial with more index files than this to read reads them on demand (0: never)
+        self.lazy_index_files = lazy_index_files if getattr(storage, "read_into", None) is None else 0
+        #: global step -> [(index key, worker)] listed but not read yet (finished trials only)
+        self.pending: dict[int, list[tuple[str, str]]] = {}
+        self._pending_last = -1
+        self._random = 0  # steps read one at a time by ensure()
         self.num_workers = 1
         self.known_workers: set[str] = set()
         self.by_step: dict[int, list[StepFile]] = {}  # each list sorted by worker
@@ -97,39 +120,59 @@ class TrialIndex:
         begin, end = self.range_steps
         return (begin is None or step >= begin) and (end is None or step < end)
 
-    def refresh(self) -> int:
+    def refresh(self, *, finished: bool = False) -> int:
         """Read the index files that appeared since the last refresh. Returns how many were added.
+
+        ``finished``: the end-of-training marker was there before this listing (no more files will
+        come), so a large remainder may be left pending (see the module doc).
 
         A corrupt index file does not stop the others: it goes into ``damaged`` (its step then
         raises IndexReaderException naming it when read) and one warning per refresh names them.
         Objects appear whole, so a file that does not parse never will: it is not read again.
         """
-        wanted: list[tuple[str, int, str]] = []
-        for key in self.storage.list(INDEX_DIR + "/", start_after=self._token):
+        wanted: list[Listed] = []
+        for key, size in list_with_sizes(self.storage, INDEX_DIR + "/", start_after=self._token):
             if key in self._seen:
                 continue
             parsed = parse_index_key(key)
             if parsed is None or not self._in_range(parsed[0]):
                 self._seen.add(key)
                 continue
-            wanted.append((key, parsed[0], parsed[1]))
+            wanted.append((key, parsed[0], parsed[1], size))
+        docs = read_consolidated(self.storage, wanted)
+        later: list[Listed] = []
+        if finished and self.lazy_index_files and len(wanted) - len(docs) > self.lazy_index_files:
+            later = [w for w in wanted if w[0] not in docs]
+            wanted = [w for w in wanted if w[0] in docs]
+        try:
+            added = self._read(wanted, docs)
+        finally:
+            for key, step, worker, _ in later:
+                self._seen.add(key)
+                self.known_workers.add(worker)
+                self.pending.setdefault(step, []).append((key, worker))
+                self._pending_last = max(self._pending_last, step)
+            self._advance()
+        return added
+
+    def _read(self, wanted: Sequence[Listed], docs: dict[str, tuple[bytes, bytes]]) -> int:
+        """Read and add the index files ``wanted`` (from ``docs`` where it holds them); how many were added."""
         added = 0
         bad: list[str] = []
+        parser = self._parser
         try:
-            for at in range(0, len(wanted), _READ_BATCH):
-                batch = wanted[at : at + _READ_BATCH]
-                datas: list[bytes] = self.storage.read_many([ReadRequest(key) for key, _, _ in batch])
-                for (key, step, worker), data in zip(batch, datas):
+            from_docs = [w for w in wanted if w[0] in docs]
+            for key, step, worker, _ in from_docs:
+                head, tail = docs[key]
+                self._seen.add(key)
+                added += self._take(bad, parser.parse_parts, head, tail, key=key, step=step, worker=worker)
+            rest = [w for w in wanted if w[0] not in docs] if from_docs else list(wanted)
+            for at in range(0, len(rest), _READ_BATCH):
+                batch = rest[at : at + _READ_BATCH]
+                datas: list[bytes] = self.storage.read_many([ReadRequest(key) for key, _, _, _ in batch])
+                for (key, step, worker, _), data in zip(batch, datas):
                     self._seen.add(key)
-                    try:
-                        step_file = self._parser.parse(data, key=key, step=step, worker=worker)
-                    except IndexReaderException as err:
-                        self.damaged.setdefault(step, {})[key] = err
-                        bad.append(key)
-                        continue
-                    if step_file.names:  # smdebug ignores an index file without entries
-                        self._add(step_file)
-                        added += 1
+                    added += self._take(bad, parser.parse, data, key=key, step=step, worker=worker)
         finally:
             if bad:
                 logger.warning(
@@ -142,8 +185,53 @@ class TrialIndex:
                 if self.on_new_files is not None:
                     self.on_new_files()
                 logger.debug("read %d new index files from %s", added, self.storage.uri)
-            self._advance()
         return added
+
+    def _take(self, bad: list[str], parse: Callable[..., StepFile], *data: bytes, key: str, step: int,
+              worker: str) -> int:
+        """Parse one index file (``parse(*data, key=, step=, worker=)``) and add it; 1 if it was added."""
+        try:
+            step_file = parse(*data, key=key, step=step, worker=worker)
+        except IndexReaderException as err:
+            self.damaged.setdefault(step, {})[key] = err
+            bad.append(key)
+            return 0
+        if not step_file.names:  # smdebug ignores an index file without entries
+            return 0
+        self._add(step_file)
+        return 1
+
+    # --- index files read on demand (finished trials) -----------------------------------------------
+
+    def load(self, steps: Sequence[int] | None = None) -> None:
+        """Read the pending index files of ``steps`` (None: every pending one), in one batch."""
+        if not self.pending:
+            return
+        chosen = list(self.pending) if steps is None else [s for s in steps if s in self.pending]
+        items: list[Listed] = []
+        for step in chosen:
+            items += [(key, step, worker, None) for key, worker in self.pending.pop(step)]
+        if not self.pending:
+            self._pending_last = -1
+        elif self._pending_last in chosen:
+            self._pending_last = max(self.pending)
+        items.sort()
+        self._read(items, {})
+
+    def ensure(self, step: int) -> None:
+        """Make sure the index files of global ``step`` are read (see the module doc)."""
+        if step in self.pending:
+            self._random += 1
+            self.load([step] if self._random <= RANDOM_READS else None)
+
+    @property
+    def last_step(self) -> int:
+        """The highest global step listed (read or pending); -1 before any."""
+        return max(self.steps[-1] if self.steps else -1, self._pending_last)
+
+    def workers_at(self, step: int) -> int:
+        """How many index files of global ``step`` were listed (read or pending)."""
+        return len(self.by_step.get(step, ())) + len(self.pending.get(step, ()))
 
     def _add(self, sf: StepFile) -> None:
         step = sf.step
@@ -235,7 +323,9 @@ class TrialIndex:
     def is_complete(self, step: int) -> bool:
         """Whether every worker wrote ``step``, or it lies at or before the last complete step."""
         files = self.by_step.get(step)
-        return files is not None and (len(files) >= self.num_workers or step <= self.last_complete_step)
+        if files is None:
+            return step in self.pending  # pending files belong to a finished trial
+        return len(files) >= self.num_workers or step <= self.last_complete_step
 
     def files_at(self, step: int, mode: ModeKeys) -> tuple[int, list[StepFile]] | None:
         """``(global step, step files)`` for a step of ``mode`` (a global step for GLOBAL), or None."""
@@ -252,7 +342,7 @@ class TrialIndex:
     def mode_steps(self, mode: ModeKeys) -> list[int]:
         """All steps of ``mode`` (global steps for GLOBAL), sorted."""
         if mode is ModeKeys.GLOBAL:
-            return list(self.steps)
+            return sorted(set(self.steps).union(self.pending)) if self.pending else list(self.steps)
         return sorted(self.mode_to_global.get(mode, ()))
 
     def global_of(self, step: int, mode: ModeKeys) -> int | None:
@@ -284,6 +374,7 @@ class TrialIndex:
         return {
             "steps": len(self.steps),
             "index_files": sum(len(f) for f in self.by_step.values()),
+            "pending_index_files": sum(len(f) for f in self.pending.values()),
             "last_complete_step": self.last_complete_step,
             "token": self._token,
         }

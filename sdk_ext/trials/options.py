@@ -59,6 +59,10 @@ class TrialOptions:
             step after step (see :mod:`sdk_ext.trials.reads`); 0 reads strictly one value per call.
             Values of a window are rows of one array, as those of ``values()`` are: keeping one
             keeps its window's array (at most this many bytes) alive.
+        lazy_index_files: a finished trial on storage that is not local (S3) with more index files
+            than this left to read at open (after the consolidated indexes) reads each when a query
+            first needs it: the value at one step costs that step's index files, not all of them
+            (:mod:`sdk_ext.trials.index_cache`). 0 reads every index file at open, as smdebug.
     """
 
     collections_timeout: float = 10.0
@@ -69,6 +73,7 @@ class TrialOptions:
     file_cache_bytes: int = 256 << 20
     whole_file_bytes: int = 1 << 20
     read_ahead_bytes: int = 1 << 20
+    lazy_index_files: int = 64
     clock: Clock = field(default_factory=Clock)
 
     def __post_init__(self) -> None:

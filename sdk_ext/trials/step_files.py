@@ -110,6 +110,26 @@ class StepFileParser:
             self._memo(meta, tail, sf)
         return sf
 
+    def parse_parts(self, head: bytes, tail: bytes, *, key: str, step: int, worker: str) -> StepFile:
+        """Parse the index document ``head + tail`` split where :mod:`sdk_ext.format.consolidated` splits it
+        (the same tail object for many documents costs one hash). Raises as :meth:`parse`."""
+        meta = _META.fullmatch(head)
+        if meta is not None:
+            hit = self._tails.get(tail)
+            mode = _MODES.get(meta[1].decode())
+            if hit is not None and mode is not None:
+                raw, reductions, shapes, end, names = hit
+                event_key = _event_key(meta[3], key, step, worker)
+                return StepFile(key, step, worker, mode, int(meta[2]), event_key, end, raw, reductions, shapes, names)
+        data = head + tail
+        try:
+            sf = self._fast(data, key, step, worker)
+        except (_Malformed, ValueError, KeyError, TypeError, AttributeError, RecursionError):
+            sf = self._from_index(parse_index(data, key=key), key, step, worker)
+        if meta is not None:
+            self._memo(meta, tail, sf)
+        return sf
+
     def _memo(self, meta: re.Match[bytes], tail: bytes, sf: StepFile) -> None:
         """Remember what ``tail`` parses to, if the document's meta is the one the regex read."""
         if (

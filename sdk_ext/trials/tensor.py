@@ -70,6 +70,7 @@ class Tensor(TensorDisplay):
     def _all_steps(self, mode: ModeKeys) -> tuple[list[int], list[int]]:
         """``(steps, global steps)`` where this tensor has any entry, sorted by step (never modify them)."""
         index = self._index
+        index.load()  # a tensor's steps need every index file
         key = (index.generation, self._trial.loaded_all_steps, index.last_complete_step)
         if key != self._steps_key:
             self._steps_key, self._steps = key, {}
@@ -101,6 +102,10 @@ class Tensor(TensorDisplay):
     # --- locating one step ---------------------------------------------------------------------------
 
     def _holders(self, step: int, mode: ModeKeys) -> list[StepFile]:
+        if mode is _GLOBAL:
+            self._index.ensure(step)
+        else:
+            self._index.load()
         found = self._index.files_at(step, mode)
         if found is None:
             return []
@@ -110,6 +115,7 @@ class Tensor(TensorDisplay):
     def _step_file(self, step: int, mode: ModeKeys, worker: str | None) -> StepFile:
         """The step file holding this tensor at ``step``, refreshing once on a miss."""
         if mode is _GLOBAL and worker is None:  # the common case, without building a list
+            self._index.ensure(step)
             files = self._index.by_step.get(step)
             if files is not None:
                 name = self.name

@@ -81,7 +81,8 @@ class Trial(TrialDisplay):
         #: False inside rules' ``no_refresh``: queries then use what was already read
         self.dynamic_refresh = True
         self._index = TrialIndex(
-            storage, range_steps=self.range_steps, incomplete_step_window=self.options.incomplete_step_window
+            storage, range_steps=self.range_steps, incomplete_step_window=self.options.incomplete_step_window,
+            lazy_index_files=self.options.lazy_index_files,
         )
         self._reads = Reads(storage, self.options, self._index, training_ended=self._marker_present, cache=cache)
         self._collections: dict[str, Collection] | None = None
@@ -123,17 +124,21 @@ class Trial(TrialDisplay):
         elif not self._loaded_all:
             self._refresh_now()
 
-    def _maybe_refresh(self) -> None:
+    def _maybe_refresh(self, *, lazy: bool = False) -> None:
+        """Refresh as the refresh policy allows; then, unless ``lazy`` (the caller reads what it needs
+        with ``TrialIndex.ensure``), read the index files a finished trial left pending."""
         if self._collections is None:
             self.load()
         elif self.dynamic_refresh and not self._loaded_all:
             self._refresh_now()
+        if not lazy and self._index.pending:
+            self._index.load()
 
     def _refresh_now(self) -> None:
         ended = self._marker_present()  # before listing: the listing then holds all the writer committed
         if len(self._workers) < self._index.num_workers:
             self._workers.update(collection_workers(self.storage).values())
-        self._index.refresh()
+        self._index.refresh(finished=ended)
         if ended:
             self._finish()
 
@@ -148,16 +153,15 @@ class Trial(TrialDisplay):
         data-parallel workers save the same steps), as in a trial opened after training.
         """
         index, opts = self._index, self.options
-        last = index.steps[-1] if index.steps else None
-        everyone = last is not None and len(index.by_step[last]) >= index.num_workers
+        last = index.last_step
+        everyone = last >= 0 and index.workers_at(last) >= index.num_workers
         if index.num_workers > 1 and opts.training_end_delay > 0 and not everyone:
             logger.info("training ended; listing again in %g s for the other workers' last steps",
                         opts.training_end_delay)
             opts.clock.sleep(opts.training_end_delay)
-            index.refresh()
+            index.refresh(finished=True)
         self._loaded_all = True
-        if index.steps:
-            index.last_complete_step = max(index.last_complete_step, index.steps[-1])
+        index.last_complete_step = max(index.last_complete_step, index.last_step)
         logger.debug("%s: loaded all steps (%s)", self.path, index.describe())
 
     @property
@@ -217,11 +221,14 @@ class Trial(TrialDisplay):
         """
         if regex is not None and collection is not None:
             raise ConfigError("pass either regex or collection to tensor_names, not both", where="tensor_names")
-        self._maybe_refresh()
         mode = ModeKeys.parse(mode)
+        lazy = step is not None and mode is _GLOBAL  # one step's files are enough
+        self._maybe_refresh(lazy=lazy)
         index = self._index
         names: Iterable[str]
         if step is not None:
+            if lazy:
+                index.ensure(step)
             found = index.files_at(step, mode)
             names = set().union(*(f.names for f in found[1])) if found else set()
         elif mode is _GLOBAL:
@@ -247,10 +254,18 @@ class Trial(TrialDisplay):
         return sorted(names)
 
     def has_tensor(self, tname: str) -> bool:
-        if tname in self._index.names:
+        index = self._index
+        if tname in index.names:
             return True
-        self._maybe_refresh()
-        return tname in self._index.names
+        self._maybe_refresh(lazy=True)
+        if tname in index.names:
+            return True
+        if index.pending:  # the newest step first (the value at the last step reads only that one), then all
+            index.ensure(index.last_step)
+            if tname in index.names:
+                return True
+            index.load()
+        return tname in index.names
 
     def tensor(self, tname: str) -> Tensor:
         """The tensor ``tname``. Raises TensorUnavailable if it was never saved."""
@@ -268,8 +283,8 @@ class Trial(TrialDisplay):
 
     def steps(self, mode: ModeKeys = _GLOBAL, show_incomplete_steps: bool = False) -> list[int]:
         """Saved steps (mode steps unless GLOBAL), sorted; only complete ones unless asked."""
-        self._maybe_refresh()
         mode = ModeKeys.parse(mode)
+        self._maybe_refresh(lazy=mode is _GLOBAL)  # global steps are known from the index files' names
         index = self._index
         all_steps = index.mode_steps(mode)
         if show_incomplete_steps or self._loaded_all:
@@ -282,14 +297,17 @@ class Trial(TrialDisplay):
     def modes(self) -> list[ModeKeys]:
         """The modes seen (never GLOBAL), in TRAIN, EVAL, PREDICT order."""
         self._maybe_load()
+        self._index.load()
         return sorted(self._index.mode_to_global, key=lambda m: m.value)
 
     def mode_modestep(self, global_step: int) -> tuple[ModeKeys | None, int | None]:
         """``(mode, mode step)`` of a global step, or ``(None, None)`` if it is unknown."""
         self._maybe_load()
+        self._index.ensure(global_step)
         found = self._index.global_to_mode.get(global_step)
         if found is None:
-            self._maybe_refresh()
+            self._maybe_refresh(lazy=True)
+            self._index.ensure(global_step)
             found = self._index.global_to_mode.get(global_step)
         return found if found is not None else (None, None)
 
@@ -303,6 +321,8 @@ class Trial(TrialDisplay):
         """The global step of ``mode_step`` in ``mode``, or None if it is unknown."""
         self._maybe_load()
         mode = ModeKeys.parse(mode)
+        if mode is not _GLOBAL:
+            self._index.load()
         found = self._index.global_of(mode_step, mode)
         if found is None:
             self._maybe_refresh()
@@ -311,7 +331,7 @@ class Trial(TrialDisplay):
 
     def workers(self) -> list[str]:
         """Workers that wrote a collections file, sorted."""
-        self._maybe_refresh()
+        self._maybe_refresh(lazy=True)
         return sorted(self._workers)
 
     def collections(self) -> dict[str, Collection]:

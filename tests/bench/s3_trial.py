@@ -1,19 +1,25 @@
-"""Benchmark: open and read a 2000-step trial on S3 (moto's server), sdk_ext vs smdebug 1.0.34.
+"""Benchmark: open and read a trial on S3 (moto's server), sdk_ext vs smdebug 1.0.34.
 
-Run from the repo root:  python -m tests.bench.s3_trial [--steps 2000 --tensors 10 --sample 20 --budget 120]
+Run from the repo root:  python -m tests.bench.s3_trial [--steps 2000 --tensors 10 --workers 1 --sample 20 --budget 120]
 (SMDEBUG_PYTHON points at the smdebug venv's interpreter; `make bench` sets it.)
 
 Both readers run in their own subprocess against the same moto server, reached through a counting
 proxy (tests/moto_s3.py), so requests are counted on the server side, retries included. The trial is
-written with sdk_ext.format (byte-identical to smdebug's writer) straight into moto's backend.
+written by sdk_ext's trial writer (what the hook writes: smdebug's files plus, at close, one
+consolidated index per worker) into a local directory and put into moto's backend twice: as written
+(``hook``) and without the consolidated indexes (``plain``: the objects smdebug's own writer leaves).
 Workloads, each in a fresh process, the same calls for both readers:
-  open:   create_trial(s3://...), steps(), tensor_names()
-  sample: open, then value() of every tensor at ``--sample`` evenly spaced steps
-  values: open, then values() of every tensor (sdk_ext only: smdebug's values() is its value() loop)
-  all:    open, then value() of every tensor at every step, tensor by tensor. A reader still busy after
-          ``--budget`` seconds stops there; its total is projected from what it measured (open + the
-          measured cost per value times the number of values), and the table says so. smdebug needs
-          this: each of its value() calls lists the whole events/ prefix (FORMAT.md §12.2).
+  open:        create_trial(s3://.../hook), steps(), tensor_names()
+  open_plain:  the same on the plain trial (every index file must be read for tensor_names)
+  last_plain:  create_trial, steps(), then the value of one tensor at the last step, on the plain
+               trial (random access, smdebug issue #99); ``last`` does the same on the hook's trial
+  sample:      open, then value() of every tensor at ``--sample`` evenly spaced steps (every worker)
+  values:      open, then values() of every tensor (sdk_ext only: smdebug's values() is its value() loop)
+  all:         open, then value() of every tensor at every step, tensor by tensor. A reader still busy after
+               ``--budget`` seconds stops there; its total is projected from what it measured (open + the
+               measured cost per value times the number of values), and the table says so. smdebug needs
+               this: each of its value() calls lists the whole events/ prefix (FORMAT.md §12.2).
+Every workload reports a checksum of the values it read; the two readers' checksums must agree.
 """
 
 from __future__ import annotations
@@ -32,21 +38,16 @@ from typing import Any
 
 import numpy as np
 
-from sdk_ext.format import (
-    CollectionsFile,
-    CollectionSpec,
-    IndexFile,
-    TensorEntry,
-    encode_collections,
-    encode_index,
-    encode_tensor_record_parts,
-)
-from sdk_ext.format.paths import COLLECTIONS_DIR, END_OF_JOB, event_key, index_key
+from sdk_ext.format import CollectionsFile, CollectionSpec
+from sdk_ext.format.consolidated import CONSOLIDATED_DIR
+from sdk_ext.hooks import TrialWriter
 from sdk_ext.modes import ModeKeys
+from sdk_ext.storage import LocalStorage
 from tests.moto_s3 import FaultProxy, s3_environment
 
 REPO = Path(__file__).resolve().parents[2]
 PREFIX = "trial"
+WORKLOADS = ("open", "open_plain", "last", "last_plain", "sample", "all")
 
 CHILD = r"""
 import json, sys, time
@@ -62,19 +63,29 @@ else:
 t0 = time.perf_counter()
 trial = create_trial(uri, **cache)
 steps = trial.steps()
-names = trial.tensor_names()
-t_open = time.perf_counter() - t0
-picked = steps[:: max(1, len(steps) // sample)][:sample] if workload == "sample" else steps
-n, complete = 0, True
+checksum, n, complete = 0.0, 0, True
+if workload.startswith("last"):  # random access: one tensor at the last step, its name known beforehand
+    names = ["layer0/weight"]
+    checksum += float(trial.tensor(names[0]).value(steps[-1]).sum())
+    n = 1
+    t_open = time.perf_counter() - t0
+else:
+    names = trial.tensor_names()
+    t_open = time.perf_counter() - t0
+    workers = trial.workers()
+    picked = steps[:: max(1, len(steps) // sample)][:sample] if workload == "sample" else steps
 if workload == "values":
     for name in names:
-        n += len(trial.tensor(name).values())
-elif workload != "open":
+        for v in trial.tensor(name).values().values():
+            checksum += float(v.sum())
+            n += 1
+elif workload in ("sample", "all"):
     for name in names:
         tensor = trial.tensor(name)
         for step in picked:
-            tensor.value(step)
-            n += 1
+            for worker in (workers if len(workers) > 1 else [None]):
+                checksum += float(tensor.value(step, worker=worker).sum())
+                n += 1
             if workload == "all" and time.perf_counter() - t0 > budget:
                 complete = False
                 break
@@ -82,35 +93,29 @@ elif workload != "open":
             break
 total = time.perf_counter() - t0
 print(json.dumps({"open_s": t_open, "total_s": total, "steps": len(steps), "tensors": len(names), "values": n,
-                  "wanted": len(names) * len(picked) if workload != "open" else 0, "complete": complete}))
+                  "wanted": len(names) * len(picked) * max(1, len(trial.workers())) if workload in ("sample", "all") else n,
+                  "complete": complete, "checksum": checksum}))
 """
 
 
-def trial_objects(steps: int, tensors: int, elements: int) -> dict[str, bytes]:
-    """A finished single-worker trial: ``tensors`` float32 tensors saved at each of ``steps`` steps."""
+def write_trial(root: Path, steps: int, tensors: int, elements: int, workers: int) -> dict[str, bytes]:
+    """A finished trial as sdk_ext's hook leaves it (its writer): ``tensors`` float32 tensors saved at each of
+    ``steps`` TRAIN steps by each of ``workers`` workers. Returns ``{key: bytes}`` of every file."""
     rng = np.random.default_rng(0)
     names = [f"layer{i}/weight" for i in range(tensors)]
-    objects: dict[str, bytes] = {}
-    for step in range(steps):
-        parts: list[bytes | memoryview] = []
-        entries, offset = [], 0
-        for name in names:
-            record, length = encode_tensor_record_parts(
-                name, rng.standard_normal(elements).astype(np.float32), step=step, wall_time=1.7e9,
-                mode=ModeKeys.TRAIN, mode_step=step,
-            )
-            parts += record
-            entries.append(TensorEntry(name, offset, length))
-            offset += length
-        objects[event_key(step, "worker_0")] = b"".join(bytes(p) for p in parts)
-        index = IndexFile(ModeKeys.TRAIN, step, event_key(step, "worker_0"), tuple(entries))
-        objects[index_key(step, "worker_0")] = encode_index(index)
+    storage = LocalStorage(root)
     spec = CollectionSpec("weights", include_regex=(".*weight",))
-    objects[f"{COLLECTIONS_DIR}/worker_0_collections.json"] = encode_collections(
-        CollectionsFile({"weights": spec}, num_workers=1)
-    )
-    objects[END_OF_JOB] = b""
-    return objects
+    for rank in range(workers):
+        writer = TrialWriter(storage, worker=f"worker_{rank}", clock=lambda: 1.7e9)
+        for step in range(steps):
+            writer.open_step(step, ModeKeys.TRAIN, step)
+            for name in names:
+                writer.write_tensor(name, rng.standard_normal(elements).astype(np.float32))
+            writer.close_step()
+        writer.write_collections(CollectionsFile({"weights": spec}, num_workers=workers))
+        writer.write_end_marker()
+        writer.close()
+    return {key: storage.read(key) for key in storage.list("")}
 
 
 def run_child(python: str, impl: str, uri: str, workload: str, args: argparse.Namespace, env: dict[str, str],
@@ -138,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=2000)
     parser.add_argument("--tensors", type=int, default=10)
     parser.add_argument("--elements", type=int, default=100)
+    parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--sample", type=int, default=20)
     parser.add_argument("--budget", type=float, default=120.0, help="seconds before 'all' stops and projects")
     parser.add_argument("--json", type=Path, help="also write the raw results here")
@@ -161,8 +167,12 @@ def main(argv: list[str] | None = None) -> int:
                           aws_access_key_id="testing", aws_secret_access_key="testing")
     client.create_bucket(Bucket=bucket)
     backend = s3_backends[DEFAULT_ACCOUNT_ID]["aws"]
-    for key, data in trial_objects(args.steps, args.tensors, args.elements).items():
-        backend.put_object(bucket, f"{PREFIX}/{key}", data)
+    with tempfile.TemporaryDirectory(prefix="bench-trial-") as written:
+        objects = write_trial(Path(written), args.steps, args.tensors, args.elements, args.workers)
+    for key, data in objects.items():
+        backend.put_object(bucket, f"{PREFIX}/hook/{key}", data)
+        if not key.startswith(CONSOLIDATED_DIR + "/"):
+            backend.put_object(bucket, f"{PREFIX}/plain/{key}", data)
 
     env = dict(os.environ)
     env.update(s3_environment(proxy.url, Path(tempfile.mkdtemp(prefix="bench-aws-"))))
@@ -170,15 +180,16 @@ def main(argv: list[str] | None = None) -> int:
     env["SMDEBUG_LOG_LEVEL"] = "error"
     if args.file_cache_mb:
         env["BENCH_FILE_CACHE_BYTES"] = str(int(args.file_cache_mb * 2**20))
-    uri = f"s3://{bucket}/{PREFIX}"
+    uri = f"s3://{bucket}/{PREFIX}/hook"
     results: dict[str, dict[str, dict[str, Any]]] = {}
     plan = [("sdk_ext", sys.executable), ("smdebug", smdebug)]
     for impl, python in plan:
         if args.only and impl != args.only:
             continue
-        for workload in ("open", "sample", "all") + (("values",) if impl == "sdk_ext" else ()):
+        for workload in WORKLOADS + (("values",) if impl == "sdk_ext" else ()):
             print(f"running {impl} {workload} ...", file=sys.stderr, flush=True)
-            results.setdefault(impl, {})[workload] = run_child(python, impl, uri, workload, args, env, proxy)
+            where = uri.replace("/hook", "/plain") if workload.endswith("_plain") else uri
+            results.setdefault(impl, {})[workload] = run_child(python, impl, where, workload, args, env, proxy)
         project(results[impl])
     if "sdk_ext" in results:  # a second analysis with a local cache: the first run fills it
         cache_dir = tempfile.mkdtemp(prefix="bench-cache-")
@@ -215,35 +226,43 @@ def _cell(run: dict[str, Any], key: str, unit: str = "") -> str:
 
 def report(results: dict[str, dict[str, dict[str, Any]]], args: argparse.Namespace) -> str:
     ours, theirs = results["sdk_ext"], results["smdebug"]
+    files = args.steps * args.workers
     lines = [
-        (f"S3 trial on moto, {args.steps} steps x {args.tensors} float32[{args.elements}] tensors, 1 worker "
+        (f"S3 trial on moto, {args.steps} steps x {args.tensors} float32[{args.elements}] tensors x "
+         f"{args.workers} worker(s): {files} event files + {files} index files "
          f"(`python -m tests.bench.s3_trial --steps {args.steps} --tensors {args.tensors} "
-         f"--elements {args.elements} --sample {args.sample} --budget {args.budget:g}"
+         f"--elements {args.elements} --workers {args.workers} --sample {args.sample} --budget {args.budget:g}"
          f"{f' --file-cache-mb {args.file_cache_mb:g}' if args.file_cache_mb else ''}`)"),
         "",
-        "| workload | sdk_ext requests | smdebug requests | fewer requests | sdk_ext time | smdebug time | faster |",
-        "|---|---|---|---|---|---|---|",
+        "| workload | sdk_ext requests | smdebug requests | fewer requests | sdk_ext time | smdebug time | faster "
+        "| same values |",
+        "|---|---|---|---|---|---|---|---|",
     ]
-    for workload in ("open", "sample", "all"):
+    for workload in WORKLOADS:
         o, t = ours[workload], theirs[workload]
         label = {
-            "open": "open: create_trial, steps(), tensor_names()",
+            "open": "open a trial sdk_ext's hook wrote: create_trial, steps(), tensor_names()",
+            "open_plain": "open the same trial as smdebug's writer leaves it (no consolidated index)",
+            "last": "the value of one tensor at the last step (random access), hook's trial",
+            "last_plain": "the value of one tensor at the last step, smdebug's files",
             "sample": f"open + {o['wanted']} values (every tensor at {args.sample} steps)",
             "all": f"open + all {o['wanted']} values",
         }[workload]
+        same = "n/a" if t["projected"] or o["projected"] else (
+            "yes" if np.isclose(o["checksum"], t["checksum"], rtol=1e-9, atol=1e-6) else "**NO**")
         lines.append(
             f"| {label} | {_cell(o, 'requests_total')} | {_cell(t, 'requests_total')} "
             f"| {t['requests_total'] / max(o['requests_total'], 1):.1f}x | {_cell(o, 'time_total', ' s')} "
-            f"| {_cell(t, 'time_total', ' s')} | {t['time_total'] / o['time_total']:.1f}x |"
+            f"| {_cell(t, 'time_total', ' s')} | {t['time_total'] / o['time_total']:.1f}x | {same} |"
         )
     bulk = ours["values"]
     lines.append(
         f"| open + all {bulk['values']} values with values() per tensor | {bulk['requests']} | | | "
-        f"{bulk['total_s']:.1f} s | | |"
+        f"{bulk['total_s']:.1f} s | | | |"
     )
     cached = ours["all_cached"]
     lines.append(
-        f"| the same, second analysis with `cache_dir` | {cached['requests']} | | | {cached['total_s']:.1f} s | | |"
+        f"| the same, second analysis with `cache_dir` | {cached['requests']} | | | {cached['total_s']:.1f} s | | | |"
     )
     lines.append("")
     lines.append("Requests by kind (LIST / GET), measured: " + "; ".join(

@@ -42,6 +42,7 @@ def write_trial(out: Path) -> None:
 def test_smdebug_reads_what_the_framework_free_hook_wrote(tmp_path: Path, smdebug_python: Path) -> None:
     trial = tmp_path / "trial"
     write_trial(trial)
+    assert (trial / "consolidated" / "worker_0_index.sdkidx").is_file()  # sdk_ext's addition; smdebug ignores it
     theirs = dump_with_smdebug(smdebug_python, trial, tmp_path)
     ours = dump_with_format(trial)
     assert theirs["tensor_names"] == ours["tensor_names"] == sorted(

@@ -14,6 +14,8 @@ from tests.trial_dump import dump_with_format, dump_with_smdebug
 @pytest.mark.smdebug
 def test_smdebug_reads_a_trial_the_hook_wrote_straight_to_s3(s3, tmp_path: Path, smdebug_python: Path) -> None:
     write_trial(s3.uri("jobs/run-1"))  # endpoint and credentials from the environment, like a user's
+    # sdk_ext's one addition to smdebug's files, which smdebug must not trip over (it lists "index" without a slash)
+    assert "jobs/run-1/consolidated/worker_0_index.sdkidx" in s3.keys("jobs/run-1/")
     local = tmp_path / "local"
     write_trial(local)  # the same training, written to a directory
     theirs = dump_with_smdebug(smdebug_python, s3.uri("jobs/run-1"), tmp_path)  # smdebug's S3Trial
@@ -41,5 +43,5 @@ def test_hook_objects_on_s3_are_whole_when_they_appear(s3) -> None:
     for key in indexes:
         assert puts.index("t/" + event_key(*parse_index_key(key[2:]))) < puts.index(key)
     assert {k for k in puts if puts.count(k) > 1} == {"t/collections/000000000/worker_0_collections.json"}
-    assert puts[-1] == "t/training_job_end.ts"
+    assert puts[-2:] == ["t/consolidated/worker_0_index.sdkidx", "t/training_job_end.ts"]
     assert open_storage(s3.uri("t")).exists("training_job_end.ts")

@@ -132,12 +132,13 @@ def test_an_outage_still_going_at_close_returns_in_bounded_time_with_the_log_lin
     assert hook.failure is None
     errors = [r.getMessage() for r in sdk_ext_records(caplog, logging.ERROR)]
     assert len(errors) == 1
-    assert "10 completed steps (21 files" in errors[0]  # how many: 10 steps (event + index) + the end marker
+    # how many: 10 steps (event + index) + the consolidated index + the end marker
+    assert "10 completed steps (22 files" in errors[0]
     assert f"were not uploaded to {uri}" in errors[0]
     assert f"they are kept in {spool_dir}" in errors[0]  # where
     assert "SDK_EXT_SPOOL_DRAIN_TIMEOUT=3" in errors[0]  # and what controls the wait
     kept = spool_files(spool_dir)
-    assert len(kept) == 21 and "training_job_end.ts" in kept
+    assert len(kept) == 22 and "training_job_end.ts" in kept and "consolidated/worker_0_index.sdkidx" in kept
     assert not [k for k in s3.keys("jobs/closing/") if "/000000000015" in k or k.endswith("end.ts")]
 
     # nothing is lost: the kept files, copied as the log line says, complete the trial

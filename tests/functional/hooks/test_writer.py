@@ -1,19 +1,26 @@
+import logging
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from sdk_ext.exceptions import StorageError
+from sdk_ext.format.consolidated import CONSOLIDATED_DIR, consolidated_key, parse_consolidated
 from sdk_ext.format.events import decode_tensor_value
 from sdk_ext.format.index import parse_index
+from sdk_ext.format.paths import index_key
 from sdk_ext.format.records import read_record
 from sdk_ext.hooks import TrialWriter
 from sdk_ext.modes import ModeKeys
-from sdk_ext.storage import LocalStorage
+from sdk_ext.storage import InMemoryStorage, LocalStorage
+from sdk_ext.storage.spool import SpoolConfig, UploadSpool
 
 
 def files(root: Path) -> list[str]:
-    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
+    """The trial's files in smdebug's layout (the consolidated index, sdk_ext's addition, has tests below)."""
+    return sorted(
+        str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() and p.relative_to(root).parts[0] != CONSOLIDATED_DIR
+    )
 
 
 @pytest.mark.parametrize("background", [True, False])
@@ -154,4 +161,108 @@ def test_each_index_is_committed_after_its_event_file_and_the_end_marker_last(tm
     expected = []
     for s in range(3):
         expected += [f"events/{s:012d}/{s:012d}_worker_0.tfevents", f"index/000000000/{s:012d}_worker_0.json"]
-    assert committed == expected + ["training_job_end.ts"]
+    assert committed == expected + ["consolidated/worker_0_index.sdkidx", "training_job_end.ts"]
+
+
+# --- the consolidated index (sdk_ext's addition: one object per worker holding its index files) --------------
+
+
+def consolidated_documents(storage: LocalStorage | InMemoryStorage, worker: str = "worker_0") -> dict[str, bytes]:
+    """``{index key: document}`` as the worker's consolidated index holds them."""
+    doc = parse_consolidated(storage.read(consolidated_key(worker)))
+    assert doc.worker == worker
+    return {index_key(step, worker): head + tail for step, head, tail in doc.entries}
+
+
+def index_files(storage: LocalStorage | InMemoryStorage) -> dict[str, bytes]:
+    return {k: storage.read(k) for k in storage.list("index/")}
+
+
+def save_steps(w: TrialWriter, steps: range, modes: tuple[ModeKeys, ...] = (ModeKeys.TRAIN,)) -> None:
+    for step in steps:
+        mode = modes[step % len(modes)]
+        w.open_step(step, mode, step)
+        w.write_tensor("x", np.full(3, step, np.float32))
+        if mode is ModeKeys.EVAL:
+            w.write_shape("y", (2, step + 1))  # the tail changes from step to step
+        w.close_step()
+
+
+@pytest.mark.parametrize("lag", [0, 3])
+def test_close_writes_a_consolidated_index_of_every_committed_index_file(tmp_path: Path, lag: int) -> None:
+    storage = LocalStorage(tmp_path)
+    w = TrialWriter(storage, worker="worker_2", lag=lag)
+    save_steps(w, range(0, 2500, 7), modes=(ModeKeys.TRAIN, ModeKeys.EVAL))  # two index buckets of 1000 steps
+    assert not storage.exists(consolidated_key("worker_2"))  # written at close, not before
+    w.write_end_marker()
+    w.close()
+    assert consolidated_documents(storage, "worker_2") == index_files(storage)
+    assert len(index_files(storage)) == len(range(0, 2500, 7))
+
+
+def test_a_writer_through_the_upload_spool_uploads_it_after_its_steps_and_before_the_marker(tmp_path: Path) -> None:
+    remote = InMemoryStorage()
+    order: list[str] = []
+    write = remote.write
+
+    def recording(key: str, data: object) -> None:
+        order.append(key)
+        write(key, data)  # type: ignore[arg-type]
+
+    remote.write = recording  # type: ignore[method-assign]
+    spool = UploadSpool(remote, config=SpoolConfig(directory=str(tmp_path / "spool")), name="worker_0")
+    w = TrialWriter(remote, spool=spool, background=False)
+    save_steps(w, range(20))
+    w.write_end_marker()
+    w.close()
+    assert consolidated_documents(remote) == index_files(remote)
+    assert order[-2:] == [consolidated_key("worker_0"), "training_job_end.ts"]
+    assert max(order.index(k) for k in index_files(remote)) < order.index(consolidated_key("worker_0"))
+
+
+def test_without_close_only_a_temporary_file_is_left_which_no_listing_shows(tmp_path: Path) -> None:
+    storage = LocalStorage(tmp_path)
+    w = TrialWriter(storage)
+    save_steps(w, range(5))
+    w.flush()  # the process dies here: close never runs
+    left = [p for p in (tmp_path / CONSOLIDATED_DIR).iterdir()]
+    assert len(left) == 1 and left[0].name.endswith(".tmp")
+    assert list(storage.list(CONSOLIDATED_DIR + "/")) == [] and not storage.exists(consolidated_key("worker_0"))
+    w.close()
+    assert consolidated_documents(storage) == index_files(storage)
+
+
+def test_a_failing_consolidated_index_costs_no_step(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    class NoConsolidated(LocalStorage):
+        def open_write(self, key: str):  # type: ignore[no-untyped-def]
+            if key.startswith(CONSOLIDATED_DIR):
+                raise StorageError(f"{key}: permission denied")
+            return super().open_write(key)
+
+    caplog.set_level(logging.INFO, logger="sdk_ext")
+    storage = NoConsolidated(tmp_path)
+    w = TrialWriter(storage)
+    save_steps(w, range(4))
+    w.write_end_marker()
+    w.close()
+    assert len(index_files(storage)) == 4 and storage.exists("training_job_end.ts")
+    assert not (tmp_path / CONSOLIDATED_DIR).exists()
+    assert any("no consolidated index for worker_0" in r.getMessage() for r in caplog.records)
+
+
+def test_a_step_whose_index_failed_is_not_in_it(tmp_path: Path) -> None:
+    storage = FailingIndexStorage(tmp_path)
+    w = TrialWriter(storage)
+    w.open_step(0, ModeKeys.TRAIN, 0)
+    w.write_tensor("x", np.zeros(3))
+    with pytest.raises(StorageError):
+        w.close_step()
+    w.close()
+    assert not storage.exists(consolidated_key("worker_0"))  # no committed index file: nothing to consolidate
+
+
+def test_consolidate_false_writes_only_smdebugs_files(tmp_path: Path) -> None:
+    w = TrialWriter(LocalStorage(tmp_path), consolidate=False)
+    save_steps(w, range(3))
+    w.close()
+    assert not (tmp_path / CONSOLIDATED_DIR).exists()

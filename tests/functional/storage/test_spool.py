@@ -82,9 +82,10 @@ def test_a_store_slower_than_training_slows_it_down_and_loses_nothing(tmp_path: 
         writer.open_step(step, ModeKeys.TRAIN, step)
         writer.write_tensor("w", np.full(3, step, dtype=np.int64))
         writer.close_step()
-    writer.close()
+    peak = spool.peak_bytes
+    writer.close()  # adds the consolidated index: metadata, which the spool never refuses for space
     assert spool.dropped_steps == [] and writer.dropped_steps == 0
-    assert spool.peak_bytes <= 300 + 200  # bounded: one step over the limit at most (taken when the spool is empty)
+    assert peak <= 300 + 200  # bounded: one step over the limit at most (taken when the spool is empty)
     assert len([k for k in remote.order if k.startswith("index/")]) == 30
 
 

@@ -11,7 +11,7 @@ from sdk_ext.hooks import Hook, SaveConfig
 from sdk_ext.modes import ModeKeys, StepState
 from sdk_ext.storage.retry import RetryPolicy
 from sdk_ext.storage.s3 import S3Storage
-from sdk_ext.trials import create_trial
+from sdk_ext.trials import TrialOptions, create_trial
 
 
 def new_hook(out: Any, **kwargs: Any) -> Hook:
@@ -119,3 +119,38 @@ def test_a_failed_refresh_raises_instead_of_looking_like_no_new_steps(s3: Any) -
     with pytest.raises(StorageError, match=r"listing s3://.*InternalError.*after 3 attempts"):
         trial.steps()
     hook.close()
+
+
+def test_a_finished_trial_the_hook_wrote_opens_with_a_handful_of_requests(s3: Any, tmp_path: Path) -> None:
+    """Issue 17.6: the hook's consolidated index serves every index file; without it (a trial smdebug
+    wrote) the value at the last step still costs one index file, not one per step (smdebug #99)."""
+    hook = new_hook(s3.uri("jobs/done"))
+    train(hook, range(120))
+    hook.close()
+    keys = s3.keys("jobs/done/")
+    assert "jobs/done/consolidated/worker_0_index.sdkidx" in keys
+    s3.proxy.clear()
+    trial = create_trial(s3.uri("jobs/done"))
+    steps = trial.steps()
+    assert trial.tensor("fc/weight").value(steps[-1]).tolist() == [[119.0] * 3] * 4
+    index_gets = [r for r in s3.proxy.requests if r.method == "GET" and "/index/" in r.path and "list-type" not in r.query]
+    assert steps == list(range(120)) and index_gets == []
+    assert len(s3.proxy.requests) <= 8  # 5 listings, the collections file, the consolidated index, one event file
+    local = tmp_path / "t"
+    hook = new_hook(local)
+    train(hook, range(120))
+    hook.close()
+    names = trial.tensor_names()
+    assert names == create_trial(local).tensor_names()
+    for name in names:
+        assert {s: v.tolist() for s, v in trial.tensor(name).values().items()} == {
+            s: v.tolist() for s, v in create_trial(local).tensor(name).values().items()
+        }
+
+    # the same trial as smdebug's writer leaves it: no consolidated index
+    s3.delete("jobs/done/consolidated/worker_0_index.sdkidx")
+    s3.proxy.clear()
+    trial = create_trial(s3.uri("jobs/done"), options=TrialOptions(lazy_index_files=16))
+    assert trial.tensor("fc/weight").value(trial.steps()[-1]).tolist() == [[119.0] * 3] * 4
+    index_gets = [r.path for r in s3.proxy.requests if r.method == "GET" and "/index/" in r.path and "list-type" not in r.query]
+    assert [p.rsplit("/", 1)[1] for p in index_gets] == ["000000000119_worker_0.json"]

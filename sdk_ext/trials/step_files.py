@@ -93,27 +93,17 @@ class StepFileParser:
             IndexReaderException: the document is corrupt or invalid (names ``key``).
         """
         meta = _META.match(data)
-        if meta is not None:
-            tail = data[meta.end() :]
-            hit = self._tails.get(tail)
-            mode = _MODES.get(meta[1].decode())
-            if hit is not None and mode is not None:
-                raw, reductions, shapes, end, names = hit
-                event_key = _event_key(meta[3], key, step, worker)
-                return StepFile(key, step, worker, mode, int(meta[2]), event_key, end, raw, reductions, shapes, names)
-        try:
-            sf = self._fast(data, key, step, worker)
-        except (_Malformed, ValueError, KeyError, TypeError, AttributeError, RecursionError):
-            # The validating parser raises a precise error, or accepts what the fast one refused.
-            sf = self._from_index(parse_index(data, key=key), key, step, worker)
-        if meta is not None:
-            self._memo(meta, tail, sf)
-        return sf
+        return self._parse(meta, data[meta.end() :] if meta is not None else b"", data, key, step, worker)
 
     def parse_parts(self, head: bytes, tail: bytes, *, key: str, step: int, worker: str) -> StepFile:
         """Parse the index document ``head + tail`` split where :mod:`sdk_ext.format.consolidated` splits it
         (the same tail object for many documents costs one hash). Raises as :meth:`parse`."""
-        meta = _META.fullmatch(head)
+        return self._parse(_META.fullmatch(head), tail, None, key, step, worker, head=head)
+
+    def _parse(self, meta: re.Match[bytes] | None, tail: bytes, data: bytes | None, key: str, step: int,
+               worker: str, *, head: bytes = b"") -> StepFile:
+        """``meta``: the regex's match of the document's start; ``tail``: the rest; ``data``: the whole
+        document, or None when it is ``head + tail`` (joined only if the memo of tails misses)."""
         if meta is not None:
             hit = self._tails.get(tail)
             mode = _MODES.get(meta[1].decode())
@@ -121,10 +111,12 @@ class StepFileParser:
                 raw, reductions, shapes, end, names = hit
                 event_key = _event_key(meta[3], key, step, worker)
                 return StepFile(key, step, worker, mode, int(meta[2]), event_key, end, raw, reductions, shapes, names)
-        data = head + tail
+        if data is None:
+            data = head + tail
         try:
             sf = self._fast(data, key, step, worker)
         except (_Malformed, ValueError, KeyError, TypeError, AttributeError, RecursionError):
+            # The validating parser raises a precise error, or accepts what the fast one refused.
             sf = self._from_index(parse_index(data, key=key), key, step, worker)
         if meta is not None:
             self._memo(meta, tail, sf)

@@ -15,10 +15,10 @@ Workloads, each in a fresh process, the same calls for both readers:
                trial (random access, smdebug issue #99); ``last`` does the same on the hook's trial
   sample:      open, then value() of every tensor at ``--sample`` evenly spaced steps (every worker)
   values:      open, then values() of every tensor (sdk_ext only: smdebug's values() is its value() loop)
-  all:         open, then value() of every tensor at every step, tensor by tensor. A reader still busy after
-               ``--budget`` seconds stops there; its total is projected from what it measured (open + the
-               measured cost per value times the number of values), and the table says so. smdebug needs
-               this: each of its value() calls lists the whole events/ prefix (FORMAT.md §12.2).
+  all:         open, then value() of every tensor at every step, tensor by tensor.
+A reader still busy after ``--budget`` seconds in ``sample`` or ``all`` stops there; its total is projected
+from what it measured (open + the measured cost per value times the number of values), and the table
+says so. smdebug needs this: each of its value() calls lists the whole events/ prefix (FORMAT.md §12.2).
 Every workload reports a checksum of the values it read; the two readers' checksums must agree.
 """
 
@@ -86,7 +86,7 @@ elif workload in ("sample", "all"):
             for worker in (workers if len(workers) > 1 else [None]):
                 checksum += float(tensor.value(step, worker=worker).sum())
                 n += 1
-            if workload == "all" and time.perf_counter() - t0 > budget:
+            if time.perf_counter() - t0 > budget:
                 complete = False
                 break
         if not complete:
@@ -210,13 +210,14 @@ def project(runs: dict[str, dict[str, Any]]) -> None:
     for run in runs.values():
         run.setdefault("complete", True)
         run["requests_total"], run["time_total"], run["projected"] = run["requests"], run["total_s"], False
-    run, opened = runs["all"], runs["open"]
-    if not run["complete"] and run["values"]:
-        per_request = (run["requests"] - opened["requests"]) / run["values"]
-        per_second = (run["total_s"] - run["open_s"]) / run["values"]
-        run["requests_total"] = opened["requests"] + per_request * run["wanted"]
-        run["time_total"] = run["open_s"] + per_second * run["wanted"]
-        run["projected"] = True
+    opened = runs["open"]
+    for run in (runs["sample"], runs["all"]):
+        if not run["complete"] and run["values"]:
+            per_request = (run["requests"] - opened["requests"]) / run["values"]
+            per_second = (run["total_s"] - run["open_s"]) / run["values"]
+            run["requests_total"] = opened["requests"] + per_request * run["wanted"]
+            run["time_total"] = run["open_s"] + per_second * run["wanted"]
+            run["projected"] = True
 
 
 def _cell(run: dict[str, Any], key: str, unit: str = "") -> str:

@@ -126,19 +126,25 @@ class StepPlan:
                 if found is None:
                     return None
                 for table, positions, numbers, run in found:
-                    if inside:
-                        i0, i1 = 0, len(positions)
+                    size = len(numbers)
+                    if run >= 0:  # the table's positions are run, run + 1, ... (the common case): a slice
+                        i0 = lo - run if lo > run else 0
+                        i1 = hi - run if hi - run < size else size
+                        if i0 >= i1:
+                            continue
+                        where: slice | Ints = slice(run + i0 - lo, run + i1 - lo)
+                    elif inside:
+                        i0, i1 = 0, size
+                        where = positions - lo
                     else:
                         i0, i1 = int(positions.searchsorted(lo)), int(positions.searchsorted(hi))
                         if i0 == i1:
                             continue
-                        run = int(positions[i0]) if int(positions[i1 - 1]) - int(positions[i0]) == i1 - i0 - 1 else -1
+                        where = positions[i0:i1] - lo
                     loc = table.get(name)
                     if loc is None:
                         return None
-                    # the table's steps in a run (the common case) are a slice, else an index array
-                    where: slice | Ints = slice(run - lo, run - lo + i1 - i0) if run >= 0 else positions[i0:i1] - lo
-                    files[where] = numbers[i0:i1]
+                    files[where] = numbers if i1 - i0 == size else numbers[i0:i1]
                     starts[where] = loc[0]
                     lengths[where] = loc[1]
         return files, starts, lengths

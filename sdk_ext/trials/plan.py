@@ -35,7 +35,7 @@ Ints = np.ndarray[Any, np.dtype[np.int64]]
 _Table = tuple[dict[str, Location], Ints, Ints, int]
 
 #: steps per block of a plan (worked out together, when a read first needs one of them)
-BLOCK = 256
+BLOCK = 1024
 
 
 @dataclass(slots=True)

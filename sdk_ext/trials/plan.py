@@ -105,10 +105,13 @@ class StepPlan:
         if at < len(holes) and holes[at] < hi:
             return None
         count = hi - lo
-        if first == last and len(blocks[0]) == 1 and first not in self._holed:  # one block, one group, one table
-            found = self._tables(blocks[0][0], name)
-            if found is not None and len(found) == 1:
-                table, _, numbers, _ = found[0]
+        single = None  # the tables of the block's only group, when the slice lies in one block with one group
+        if first == last and len(blocks[0]) == 1 and first not in self._holed:
+            single = self._tables(blocks[0][0], name)
+            if single is None:
+                return None
+            if len(single) == 1:  # and one record table (the common case)
+                table, _, numbers, _ = single[0]
                 loc = table.get(name)
                 if loc is None:
                     return None
@@ -122,29 +125,31 @@ class StepPlan:
             for group in groups:
                 if not inside and (group.positions[-1] < lo or group.positions[0] >= hi):
                     continue
-                found = self._tables(group, name)
+                found = single if single is not None else self._tables(group, name)
                 if found is None:
                     return None
                 for table, positions, numbers, run in found:
-                    size = len(numbers)
-                    if run >= 0:  # the table's positions are run, run + 1, ... (the common case): a slice
-                        i0 = lo - run if lo > run else 0
-                        i1 = hi - run if hi - run < size else size
-                        if i0 >= i1:
-                            continue
-                        where: slice | Ints = slice(run + i0 - lo, run + i1 - lo)
-                    elif inside:
-                        i0, i1 = 0, size
-                        where = positions - lo
+                    if inside:  # every step of the table is wanted
+                        where: slice | Ints = slice(run - lo, run - lo + len(numbers)) if run >= 0 else positions - lo
                     else:
-                        i0, i1 = int(positions.searchsorted(lo)), int(positions.searchsorted(hi))
-                        if i0 == i1:
-                            continue
-                        where = positions[i0:i1] - lo
+                        size = len(numbers)
+                        if run >= 0:  # the table's positions are run, run + 1, ... (the common case): a slice
+                            i0 = lo - run if lo > run else 0
+                            i1 = hi - run if hi - run < size else size
+                            if i0 >= i1:
+                                continue
+                            where = slice(run + i0 - lo, run + i1 - lo)
+                        else:
+                            i0, i1 = int(positions.searchsorted(lo)), int(positions.searchsorted(hi))
+                            if i0 == i1:
+                                continue
+                            where = positions[i0:i1] - lo
+                        if i1 - i0 < size:
+                            numbers = numbers[i0:i1]
                     loc = table.get(name)
                     if loc is None:
                         return None
-                    files[where] = numbers if i1 - i0 == size else numbers[i0:i1]
+                    files[where] = numbers
                     starts[where] = loc[0]
                     lengths[where] = loc[1]
         return files, starts, lengths
@@ -188,8 +193,10 @@ class StepPlan:
 
     def _tables(self, group: _Group, name: str) -> list[_Table] | None:
         """The record tables of the slot holding ``name`` in ``group``, or None (no slot does, or no event file)."""
-        slot = next((j for j, names in enumerate(group.names) if name in names), None)
-        if slot is None:
+        for slot, names in enumerate(group.names):
+            if name in names:
+                break
+        else:
             return None
         if slot not in group.tables:
             by_table: dict[int, tuple[dict[str, Location], list[int], list[int]]] = {}

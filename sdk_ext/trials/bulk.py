@@ -49,21 +49,24 @@ def _rows(block: Array) -> list[Array]:
 
 
 def _resolve(reader: ValueReader, plan: StepPlan, numbers: Ints) -> bool:
-    """Make sure the files ``numbers`` of ``plan`` are cached whole, and note where; False if they cannot be."""
+    """Make sure the files ``numbers`` of ``plan`` are cached whole, and note where; False if they cannot be.
+
+    Costs what ``numbers`` holds, not what the plan holds (a read-ahead window is a small part of its plan)."""
     cache = reader.cache
     if plan.epoch != cache.epoch:  # files left the cache since the plan noted where they were
         plan.chunk[:] = -1
         plan.epoch = cache.epoch
-    if (plan.chunk[numbers] >= 0).all():
+    unknown = numbers[plan.chunk[numbers] < 0]
+    if not unknown.size:
         return True
-    wanted = np.zeros(len(plan.files), bool)  # (np.unique would import numpy.ma on first use: ~10 ms)
-    wanted[numbers] = True
-    needed = np.flatnonzero(wanted).tolist()
+    needed = list(dict.fromkeys(unknown.tolist()))  # (np.unique would import numpy.ma on first use: ~10 ms)
     files = [plan.files[i] for i in needed]
     before = cache.epoch
     reader.fetch_whole([(f.event_key, f.event_size) for f in files], into=True)
-    if cache.epoch != before:
+    if cache.epoch != before:  # files noted before left the cache: note again the ones wanted
         plan.chunk[:] = -1
+        needed = list(dict.fromkeys(numbers.tolist()))
+        files = [plan.files[i] for i in needed]
     plan.epoch = cache.epoch
     for i, f in zip(needed, files):
         entry = cache.files.get(f.event_key)
@@ -73,17 +76,22 @@ def _resolve(reader: ValueReader, plan: StepPlan, numbers: Ints) -> bool:
     return True
 
 
-def read_values(reader: ValueReader, plan: StepPlan, name: str) -> list[Array] | None:
-    """The raw values of tensor ``name`` at the plan's steps, in order; None: read them step by step.
+def read_values(
+    reader: ValueReader, plan: StepPlan, name: str, lo: int = 0, hi: int | None = None
+) -> list[Array] | None:
+    """The raw values of tensor ``name`` at the plan's steps ``steps[lo:hi]``, in order; None: read
+    them step by step.
 
     Raises:
         CorruptRecordError: a damaged record (the first, in step order).
         EventFileUnavailable: from a one-at-a-time read that had to wait for its file.
     """
-    located = plan.locate(name)
+    located = plan.locate(name, lo, hi)
     if located is None:
         return None
     numbers, starts, lengths = located
+    if not numbers.size:
+        return []
     if (
         reader.ranged(plan.trial_bytes)
         and int(lengths.max()) < LARGE_RECORD  # large ones are read straight into their rows (read_many)
@@ -138,12 +146,13 @@ def _read_ranged(
     layout at a time as above. Costs the bytes of the records (and of their neighbours in a slab,
     which the next tensors use), whatever the files hold."""
     files = plan.files
+    keys = plan.event_keys()  # a slab holds a row for every file of the plan: see them all
     slabs = reader.slabs
-    window = slabs.window(len(files))
+    window = slabs.window(len(keys))
     lo = int(starts.min()) // window * window if window else 0
     if window and int(starts.max()) < lo + window and int((starts + lengths).max()) <= lo + window + MARGIN:
         row = window + MARGIN  # every record in one slab
-        buf, have = slabs.slab(plan, [f.event_key for f in files], lo, row)
+        buf, have = slabs.slab(plan, keys, lo, row)
         where = numbers * row + (starts - lo)
         ok = starts - lo + lengths <= have[numbers]
     else:

@@ -11,10 +11,16 @@ one dict lookup, whatever the number of steps. Whatever the plan does not cover 
 file, a worker that did not save the tensor, a step file without the raw value, an index without
 an event file) makes :meth:`StepPlan.locate` return None, and the caller takes the step-by-step
 path, which raises the precise error.
+
+A plan is worked out in blocks of ``BLOCK`` consecutive steps, each when a read first needs one of
+its steps: the value read-ahead (:mod:`sdk_ext.trials.reads`) reads a tensor's steps a window at a
+time through the one plan of its whole step list, which every tensor walking the same steps shares,
+so a window costs the blocks it covers (once for all tensors), not a plan of its own per tensor.
 """
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,38 +32,136 @@ from sdk_ext.trials.index_cache import TrialIndex
 from sdk_ext.trials.step_files import Location, StepFile
 
 Ints = np.ndarray[Any, np.dtype[np.int64]]
+_Table = tuple[dict[str, Location], Ints, Ints, int]
+
+#: steps per block of a plan (worked out together, when a read first needs one of them)
+BLOCK = 1024
 
 
 @dataclass(slots=True)
 class _Group:
-    """Steps whose candidate files have the same name sets (slot ``j``: the j-th candidate, in worker order)."""
+    """Steps of one block whose candidate files have the same name sets (slot ``j``: the j-th
+    candidate, in worker order)."""
 
     names: list[frozenset[str]]
-    positions: list[int] = field(default_factory=list)  # into the plan's steps
+    positions: list[int] = field(default_factory=list)  # into the plan's steps, increasing
     slots: list[list[int]] = field(default_factory=list)  # per slot: file numbers, one per position
-    # per slot, once asked: [(record table, positions, file numbers)], one entry per distinct table
-    tables: dict[int, list[tuple[dict[str, Location], Ints, Ints]] | None] = field(default_factory=dict)
+    # per slot, once asked: [(record table, positions, file numbers, first position if the positions
+    # are a run of consecutive ones else -1)], one entry per distinct table
+    tables: dict[int, list[_Table] | None] = field(default_factory=dict)
 
 
 class StepPlan:
     """The candidate step files at ``steps`` (of ``mode``, from ``worker`` if given), grouped.
 
+    The plan reads ``index`` as it is when a block is first needed: use it only while the index's
+    ``generation`` is the one it was made at (:class:`~sdk_ext.trials.reads.Reads` keys plans by it).
+
     Attributes:
-        files: every candidate step file, numbered as ``locate`` reports them.
+        files: the candidate step files of the blocks worked out so far, numbered as ``locate``
+            reports them (in the order the blocks were worked out).
         chunk, base, size: where each file is in the value reader's file cache (chunk number,
             offset in the chunk, file size; chunk -1 when not known), valid while the cache's
-            epoch is ``epoch`` (see :mod:`sdk_ext.trials.bulk`).
+            epoch is ``epoch`` (see :mod:`sdk_ext.trials.bulk`); at least as long as ``files``.
     """
 
     def __init__(self, index: TrialIndex, steps: Sequence[int], mode: ModeKeys, worker: str | None) -> None:
         self.steps = list(steps)
         self.trial_bytes = index.event_bytes  # the trial's event files, when the plan was made
         self.files: list[StepFile] = []
-        self.complete = True  # False: some step has no candidate file (the caller takes the slow path)
-        numbers: dict[int, int] = {}  # id(step file) -> its number
-        groups: dict[tuple[int, ...], _Group] = {}
+        self._index, self._mode, self._worker = index, mode, worker
+        self._blocks: list[list[_Group] | None] = [None] * -(-len(self.steps) // BLOCK)
+        self._holes: list[int] = []  # positions of steps without a candidate file, sorted
+        self._holed: set[int] = set()  # blocks with such a step
+        self._keys: list[str | None] | None = None  # every file's event key, once every block is worked out
+        self.epoch = -1
+        self.chunk: Ints = np.full(0, -1, np.int64)
+        self.base: Ints = np.zeros(0, np.int64)
+        self.size: Ints = np.zeros(0, np.int64)
+
+    def event_keys(self) -> list[str | None]:
+        """The event file key of every candidate file of every step (works out every block first)."""
+        if self._keys is None:
+            for b, groups in enumerate(self._blocks):
+                if groups is None:
+                    self._build(b)
+            self._keys = [f.event_key for f in self.files]
+        return self._keys
+
+    def locate(self, name: str, lo: int = 0, hi: int | None = None) -> tuple[Ints, Ints, Ints] | None:
+        """``(file numbers, record starts, record lengths)`` of ``name``'s raw value at each of the
+        steps ``steps[lo:hi]``, or None if some of them needs the step-by-step path."""
+        n = len(self.steps)
+        hi = n if hi is None else min(hi, n)
+        if hi <= lo:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
+        first, last = lo // BLOCK, (hi - 1) // BLOCK
+        blocks = []
+        for b in range(first, last + 1):
+            groups = self._blocks[b]
+            blocks.append(self._build(b) if groups is None else groups)
+        holes = self._holes
+        at = bisect.bisect_left(holes, lo)
+        if at < len(holes) and holes[at] < hi:
+            return None
+        count = hi - lo
+        single = None  # the tables of the block's only group, when the slice lies in one block with one group
+        if first == last and len(blocks[0]) == 1 and first not in self._holed:
+            single = self._tables(blocks[0][0], name)
+            if single is None:
+                return None
+            if len(single) == 1:  # and one record table (the common case)
+                table, _, numbers, _ = single[0]
+                loc = table.get(name)
+                if loc is None:
+                    return None
+                at = first * BLOCK
+                return numbers[lo - at : hi - at], np.full(count, loc[0], np.int64), np.full(count, loc[1], np.int64)
+        files = np.empty(count, np.int64)
+        starts = np.empty(count, np.int64)
+        lengths = np.empty(count, np.int64)
+        for b, groups in enumerate(blocks, first):
+            inside = lo <= b * BLOCK and min((b + 1) * BLOCK, n) <= hi  # every step of the block is wanted
+            for group in groups:
+                if not inside and (group.positions[-1] < lo or group.positions[0] >= hi):
+                    continue
+                found = single if single is not None else self._tables(group, name)
+                if found is None:
+                    return None
+                for table, positions, numbers, run in found:
+                    if inside:  # every step of the table is wanted
+                        where: slice | Ints = slice(run - lo, run - lo + len(numbers)) if run >= 0 else positions - lo
+                    else:
+                        size = len(numbers)
+                        if run >= 0:  # the table's positions are run, run + 1, ... (the common case): a slice
+                            i0 = lo - run if lo > run else 0
+                            i1 = hi - run if hi - run < size else size
+                            if i0 >= i1:
+                                continue
+                            where = slice(run + i0 - lo, run + i1 - lo)
+                        else:
+                            i0, i1 = int(positions.searchsorted(lo)), int(positions.searchsorted(hi))
+                            if i0 == i1:
+                                continue
+                            where = positions[i0:i1] - lo
+                        if i1 - i0 < size:
+                            numbers = numbers[i0:i1]
+                    loc = table.get(name)
+                    if loc is None:
+                        return None
+                    files[where] = numbers
+                    starts[where] = loc[0]
+                    lengths[where] = loc[1]
+        return files, starts, lengths
+
+    def _build(self, b: int) -> list[_Group]:
+        """Work out block ``b``: its steps' candidate files, numbered from ``len(files)`` on, grouped."""
+        index, mode, worker = self._index, self._mode, self._worker
         by_step = index.by_step
-        for position, step in enumerate(self.steps):
+        steps, files = self.steps, self.files
+        groups: dict[Any, _Group] = {}
+        for position in range(b * BLOCK, min((b + 1) * BLOCK, len(steps))):
+            step = steps[position]
             if mode is ModeKeys.GLOBAL:
                 candidates = by_step.get(step) or []
             else:
@@ -66,60 +170,33 @@ class StepPlan:
             if worker is not None:
                 candidates = [f for f in candidates if f.worker == worker]
             if not candidates:
-                self.complete = False
-                break
-            signature = tuple(id(f.names) for f in candidates)
+                bisect.insort(self._holes, position)
+                self._holed.add(b)
+                continue
+            signature = id(candidates[0].names) if len(candidates) == 1 else tuple(id(f.names) for f in candidates)
             group = groups.get(signature)
             if group is None:
                 group = groups[signature] = _Group([f.names for f in candidates])
                 group.slots = [[] for _ in candidates]
             group.positions.append(position)
             for slot, f in zip(group.slots, candidates):
-                number = numbers.get(id(f))
-                if number is None:
-                    number = numbers[id(f)] = len(self.files)
-                    self.files.append(f)
-                slot.append(number)
-        self._groups = list(groups.values())
-        self.epoch = -1
-        self.chunk: Ints = np.full(len(self.files), -1, np.int64)
-        self.base: Ints = np.zeros(len(self.files), np.int64)
-        self.size: Ints = np.zeros(len(self.files), np.int64)
+                slot.append(len(files))
+                files.append(f)
+        have = len(self.chunk)
+        if len(files) > have:  # room for the new files' cache places (unknown yet)
+            grow = max(len(files), 2 * have) - have
+            self.chunk = np.concatenate([self.chunk, np.full(grow, -1, np.int64)])
+            self.base = np.concatenate([self.base, np.zeros(grow, np.int64)])
+            self.size = np.concatenate([self.size, np.zeros(grow, np.int64)])
+        built = self._blocks[b] = list(groups.values())
+        return built
 
-    def locate(self, name: str) -> tuple[Ints, Ints, Ints] | None:
-        """``(file numbers, record starts, record lengths)`` of ``name``'s raw value at each step, or
-        None if some step needs the step-by-step path."""
-        if not self.complete:
-            return None
-        n = len(self.steps)
-        if len(self._groups) == 1:
-            found = self._tables(self._groups[0], name)
-            if found is not None and len(found) == 1:  # one record table for every step
-                table, _, numbers = found[0]
-                loc = table.get(name)
-                if loc is None:
-                    return None
-                return numbers, np.full(n, loc[0], np.int64), np.full(n, loc[1], np.int64)
-        files = np.empty(n, np.int64)
-        starts = np.empty(n, np.int64)
-        lengths = np.empty(n, np.int64)
-        for group in self._groups:
-            found = self._tables(group, name)
-            if found is None:
-                return None
-            for table, positions, numbers in found:
-                loc = table.get(name)
-                if loc is None:
-                    return None
-                files[positions] = numbers
-                starts[positions] = loc[0]
-                lengths[positions] = loc[1]
-        return files, starts, lengths
-
-    def _tables(self, group: _Group, name: str) -> list[tuple[dict[str, Location], Ints, Ints]] | None:
+    def _tables(self, group: _Group, name: str) -> list[_Table] | None:
         """The record tables of the slot holding ``name`` in ``group``, or None (no slot does, or no event file)."""
-        slot = next((j for j, names in enumerate(group.names) if name in names), None)
-        if slot is None:
+        for slot, names in enumerate(group.names):
+            if name in names:
+                break
+        else:
             return None
         if slot not in group.tables:
             by_table: dict[int, tuple[dict[str, Location], list[int], list[int]]] = {}
@@ -135,9 +212,14 @@ class StepPlan:
                 entry[1].append(position)
                 entry[2].append(number)
             group.tables[slot] = (
-                [(t, np.array(p, np.int64), np.array(m, np.int64)) for t, p, m in by_table.values()] if usable else None
+                [
+                    (t, np.array(p, np.int64), np.array(m, np.int64), p[0] if p[-1] - p[0] == len(p) - 1 else -1)
+                    for t, p, m in by_table.values()
+                ]
+                if usable
+                else None
             )
         return group.tables[slot]
 
 
-__all__ = ["StepPlan"]
+__all__ = ["BLOCK", "StepPlan"]

@@ -9,18 +9,24 @@ came into smdebug's TensorUnavailableForStep.
 Value read-ahead. ``for step in tensor.steps(): tensor.value(step)`` is how smdebug users read a
 tensor, and one value at a time costs a few microseconds of Python, far more than decoding a small
 record. So when ``value()`` is called for one tensor at two of its steps in a row, one right after
-the other in the same mode and for the same ``worker`` (no other tensor's value in between), the next steps of
-that tensor are decoded in one batch (the many-steps path) and handed out by the following calls,
-each value once. The window starts at ``AHEAD_FIRST`` steps and grows while the walk goes on
-(16-fold on storage read straight into memory, local disk, where a file costs microseconds; fourfold
-elsewhere, where the files of steps never read would cost round trips), up to
-``TrialOptions.read_ahead_bytes`` of values (0 turns read-ahead off) and to the event files one
+the other in the same mode and for the same ``worker`` (no other tensor's value in between), the
+next steps of that tensor are decoded in one batch (the many-steps path) and handed out by the
+following calls, each value once. The window starts at ``AHEAD_FIRST`` steps and grows while the
+walk goes on (16-fold on storage read straight into memory, local disk, where a file costs
+microseconds; fourfold elsewhere, where the files of steps never read would cost round trips), up
+to ``TrialOptions.read_ahead_bytes`` of values (0 turns read-ahead off) and to the event files one
 cache chunk holds; a walk that follows one read to its end starts as large as that one got. Only
 records under ``AHEAD_RECORD`` bytes take part (larger ones cost their copy, not Python). A
 step-major loop (every tensor of a step, then the next step) or one that samples every n-th step
 never starts a window, and only one window is kept. A window that cannot be batched (a file missing
 or too large, a damaged record) is not made: the one-at-a-time read then gives the value or the
 precise error. New step files (a refresh) drop the window.
+
+A window is a slice of one step plan: the plan of the tensor's whole step list, which every
+window of the walk, the walks of every other tensor saved at the same steps, and ``values()`` at
+those steps share (:mod:`sdk_ext.trials.plan` works it out a block of steps at a time, as reads
+reach them). So a window costs its own steps whatever the length of the walk, and no tensor pays
+for locating steps another tensor already located, whatever its windows' sizes.
 """
 
 from __future__ import annotations
@@ -43,7 +49,7 @@ from sdk_ext.trials.values import EventFileUnavailable, ValueReader
 
 #: fewer steps than this are read step by step (a plan and array operations cost more than they save)
 BULK_MIN = 16
-#: step plans kept (one per distinct set of steps read with ``Tensor.values`` or a read-ahead window)
+#: step plans kept (one per distinct list of steps read with ``Tensor.values`` or walked with ``value()``)
 _PLANS = 16
 #: steps in the first read-ahead window of a tensor; the next windows of the same walk grow (see above)
 AHEAD_FIRST = 64
@@ -71,6 +77,8 @@ class Reads:
         self._ahead_growth = 16 if getattr(storage, "read_into", None) is not None else 4
         self._memo: dict[tuple[str, int], Array] | None = {} if cache else None
         self._plans: dict[tuple[Any, ...], StepPlan] = {}  # oldest first
+        #: the plan of the last read-ahead walk: (its steps list, length, index generation, mode, worker, plan)
+        self._walk_at: tuple[Sequence[int], int, int, ModeKeys, str | None, StepPlan] | None = None
         # value read-ahead: the last tensor, mode, worker and step read, and the walk
         self.last_name: str | None = None
         self.last_mode: ModeKeys | None = None
@@ -169,11 +177,11 @@ class Reads:
         if not ranged:  # the window's files are read whole into one cache chunk
             size = min(size, max(self.reader.cache.chunk_limit // max(file_size, 1), BULK_MIN))
         self._ahead_steps = min(self._ahead_growth * size, most)
-        window = list(steps[at : at + size])
+        window = steps[at : at + size]
         if len(window) < BULK_MIN:
             return None
         try:
-            got = read_values(self.reader, self._plan(window, mode, worker), name)
+            got = read_values(self.reader, self._walk_plan(steps, mode, worker), name, at, at + size)
         except SdkExtError:  # a damaged record, a file that never came: the one-at-a-time read says so
             got = None
         if got is None:
@@ -219,12 +227,34 @@ class Reads:
             step = next((s for s, k in zip(steps, numbers) if plan.files[k].event_key == err.key), steps[0])
             raise TensorUnavailableForStep(name, step, mode) from err
 
+    def _walk_plan(self, steps: Sequence[int], mode: ModeKeys, worker: str | None) -> StepPlan:
+        """The step plan of a read-ahead walk through ``steps``: the plan of the whole list, which
+        the walk's windows (and the walks of every tensor saved at the same steps, and ``values()``
+        at them) share. Found by the list's identity while it holds, so a window costs nothing per
+        step of the whole walk."""
+        generation = self._index.generation
+        held = self._walk_at
+        if (
+            held is not None
+            and held[0] is steps
+            and held[1] == len(steps)
+            and held[2] == generation
+            and held[3] is mode
+            and held[4] == worker
+        ):
+            return held[5]
+        plan = self._plan(steps, mode, worker)
+        self._walk_at = (steps, len(steps), generation, mode, worker, plan)
+        return plan
+
     def _plan(self, steps: Sequence[int], mode: ModeKeys, worker: str | None) -> StepPlan:
         """The step plan for ``steps`` (kept for the next tensors read at the same steps)."""
         index = self._index
         key = (index.generation, mode, worker, tuple(steps))
         plan = self._plans.get(key)
         if plan is None:
+            for old in [k for k in self._plans if k[0] != index.generation]:  # never asked for again
+                del self._plans[old]
             plan = self._plans[key] = StepPlan(index, steps, mode, worker)
             while len(self._plans) > _PLANS:
                 del self._plans[next(iter(self._plans))]

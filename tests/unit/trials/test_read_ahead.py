@@ -3,6 +3,8 @@ and errors of reading strictly one value per call (sdk_ext.trials.reads)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -10,6 +12,7 @@ from sdk_ext.exceptions import CorruptRecordError, SdkExtError
 from sdk_ext.modes import ModeKeys
 from sdk_ext.storage import InMemoryStorage
 from sdk_ext.trials import Trial, TrialOptions, create_trial
+from sdk_ext.trials import plan as plan_module
 from sdk_ext.trials.reads import AHEAD_FIRST, BULK_MIN
 from tests.trial_builder import TrialBuilder
 from tests.unit.trials.test_bulk_values import one_at_a_time, same
@@ -278,4 +281,91 @@ def test_a_walk_over_one_workers_values_is_read_ahead_and_gives_that_workers_val
         w = int(worker[-1])
         assert results[0][:3] == [w, 10.0 + w, 20.0 + w]
     assert fast._reads.reader.batched >= 2 * (300 - 2 - 3 - BULK_MIN)  # worker_0 and worker_1 walks
+    assert slow._reads.reader.batched == 0
+
+
+@pytest.mark.parametrize("block", [1, 5, 16])
+def test_walks_across_plan_blocks_give_each_value_once_and_what_one_value_per_call_gives(
+    monkeypatch: pytest.MonkeyPatch, block: int
+) -> None:
+    monkeypatch.setattr(plan_module, "BLOCK", block)  # windows then span many blocks of the walk's plan
+    storage = InMemoryStorage()
+    write_trial(storage)
+    fast, slow = create_trial(storage, timeout=0), one_at_a_time(storage)
+    for name in ("w", "ids", "loss", "mask"):  # "ids" changes shape along the steps
+        tensor = fast.tensor(name)
+        got = {}
+        for step in tensor.steps():
+            waiting = fast._reads.ahead
+            got[step] = tensor.value(step)
+            assert step not in fast._reads.ahead  # handed out once: gone from the window
+            if step in waiting:
+                assert same(got[step], waiting[step])
+        expected = walk(slow, name)
+        assert list(got) == STEPS
+        assert all(same(got[s], expected[s]) for s in STEPS), name
+    assert fast._reads.reader.batched >= 4 * (len(STEPS) - 2) - 4 * 3
+
+
+def test_walks_starting_anywhere_work_out_the_blocks_they_reach_and_agree(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(plan_module, "BLOCK", 16)
+    storage = InMemoryStorage()
+    write_trial(storage)
+    fast, slow = create_trial(storage, timeout=0), one_at_a_time(storage)
+    for part in (STEPS[100:], STEPS[37:90], STEPS):  # later blocks first, then earlier ones, then all
+        for name in ("w", "loss"):
+            tensors = fast.tensor(name), slow.tensor(name)
+            got = [tensors[0].value(s) for s in part]
+            assert all(same(g, tensors[1].value(s)) for g, s in zip(got, part)), (name, part[0])
+    assert fast._reads.reader.batched > len(STEPS)
+
+
+def test_the_walks_of_every_tensor_and_values_share_one_plan_worked_out_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(plan_module, "BLOCK", 16)
+    built: list[int] = []
+    build = plan_module.StepPlan._build
+
+    def counting(self: plan_module.StepPlan, b: int) -> Any:
+        built.append(b)
+        return build(self, b)
+
+    monkeypatch.setattr(plan_module.StepPlan, "_build", counting)
+    storage = InMemoryStorage()
+    write_trial(storage)
+    trial = create_trial(storage, timeout=0)
+    for name in ("w", "loss", "ids", "mask"):
+        walk(trial, name)
+        assert len(trial.tensor(name).values()) == len(STEPS)
+    assert sorted(built) == list(range(-(-len(STEPS) // 16)))  # each block once, for every walk and values()
+
+
+def test_walks_through_mode_and_worker_steps_across_plan_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(plan_module, "BLOCK", 7)
+    storage = InMemoryStorage()
+    builder = TrialBuilder(storage)
+    builder.collections(["worker_0", "worker_1"])
+    counts = {ModeKeys.TRAIN: 0, ModeKeys.EVAL: 0}
+    for step in range(200):
+        m = ModeKeys.EVAL if step % 5 == 4 else ModeKeys.TRAIN
+        for w in range(2):
+            if w == 1 and step == 150:
+                continue  # worker_1 skips a step: only the window over it is read one value per call
+            builder.step(step, f"worker_{w}", mode=m, mode_step=counts[m], tensors={"x": np.array([step * 10.0 + w])})
+        counts[m] += 1
+    builder.end()
+    fast, slow = create_trial(storage, timeout=0), one_at_a_time(storage)
+    for mode in (ModeKeys.TRAIN, ModeKeys.EVAL, ModeKeys.GLOBAL):
+        for worker in (None, "worker_1", "worker_0"):
+            results = []
+            for trial in (fast, slow):
+                tensor = trial.tensor("x")
+                got: list[float | str] = []
+                for s in tensor.steps(mode=mode):
+                    try:
+                        got.append(float(tensor.value(s, mode=mode, worker=worker)[0]))
+                    except SdkExtError as err:
+                        got.append(type(err).__name__)
+                results.append(got)
+            assert results[0] == results[1], (mode, worker)
+    assert fast._reads.reader.batched > 3 * 200
     assert slow._reads.reader.batched == 0

@@ -1,8 +1,9 @@
 """The on-disk format of Debugger trials (smdebug's), as pure functions over bytes.
 
 records: TFRecord framing; events: tensor Event payloads (dtypes: their DataType numbers); index:
-index JSON; collection_file: collections JSON; paths: key names and reduction names. Nothing here
-does I/O.
+index JSON; collection_file: collections JSON; paths: key names and reduction names; consolidated:
+sdk_ext's one addition, every index file of a worker in one object (smdebug never reads it). Nothing
+here does I/O.
 """
 
 from sdk_ext.format.collection_file import (

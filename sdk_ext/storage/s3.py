@@ -1,7 +1,9 @@
 """Storage on an S3 prefix (boto3), for trials at ``s3://bucket/prefix``.
 
-Costs are requests: one ListObjectsV2 per 1000 keys, one GET per object or coalesced range group
-(see :mod:`sdk_ext.storage.ranges`), run ``max_workers`` at a time. Transient failures (throttling,
+Costs are requests: one ListObjectsV2 per 1000 keys (a big prefix of big directories, as ``index/``,
+is listed directory by directory, concurrently: a few more requests, far fewer round trips one after
+another), one GET per object or coalesced range group (see :mod:`sdk_ext.storage.ranges`), run
+``max_workers`` at a time. Transient failures (throttling,
 5xx, a dropped connection, a body cut short) are retried with backoff (:mod:`sdk_ext.storage.retry`);
 the client built by :meth:`S3Storage.from_uri` has botocore's own retries off, so each attempt is one
 request. Everything else raises: StorageNotFound (bucket or key), StorageAccessDenied (credentials,
@@ -188,10 +190,11 @@ class S3Storage:
     def list_objects(self, prefix: str, *, start_after: str = "", limit: int | None = None) -> Iterator[ObjectInfo]:
         """Objects (key, size, ETag) under ``prefix`` after ``start_after``, in key order.
 
-        Every page is fetched before this returns, so a failure raises here, never midway.
+        Every page is fetched before this returns, so a failure raises here, never midway. Pages follow
+        one another (continuation tokens), except where a directory's listing is big enough to pay for
+        listing it by subdirectory, concurrently (see :meth:`_list_by_directory`).
         """
         full_prefix = self._full(prefix) if prefix else (self.prefix + "/" if self.prefix else "")
-        cut = len(self.prefix) + 1 if self.prefix else 0
         args: dict[str, Any] = {"Bucket": self.bucket, "Prefix": full_prefix}
         if start_after:
             args["StartAfter"] = self._full(start_after)
@@ -200,13 +203,83 @@ class S3Storage:
         while True:
             args["MaxKeys"] = self.page_size if limit is None else min(self.page_size, limit - len(found))
             page = self._call(lambda: self.client.list_objects_v2(**args), what=what)
-            for obj in page.get("Contents", ()):
-                key = obj["Key"][cut:]
-                if not key.endswith(TMP_SUFFIX):
-                    found.append(ObjectInfo(key, int(obj.get("Size", 0)), str(obj.get("ETag", "")).strip('"')))
+            contents: Sequence[dict[str, Any]] = page.get("Contents", ())
+            if limit is None and page.get("IsTruncated") and "ContinuationToken" not in args:
+                directory = _sole_directory(full_prefix, contents)
+                if directory is not None:
+                    return iter(self._list_by_directory(full_prefix, directory, contents))
+            found += self._infos(contents)
             if not page.get("IsTruncated") or (limit is not None and len(found) >= limit):
                 return iter(found)
             args["ContinuationToken"] = page["NextContinuationToken"]
+
+    def _infos(self, contents: Iterable[dict[str, Any]]) -> builtins.list[ObjectInfo]:
+        """A page's ``Contents`` as ObjectInfo (keys relative to the root), without temporary names."""
+        cut = len(self.prefix) + 1 if self.prefix else 0
+        return [
+            ObjectInfo(obj["Key"][cut:], int(obj.get("Size", 0)), str(obj.get("ETag", "")).strip('"'))
+            for obj in contents
+            if not obj["Key"].endswith(TMP_SUFFIX)
+        ]
+
+    def _list_all(
+        self, prefix: str, *, start_after: str = "", delimiter: str = ""
+    ) -> tuple[builtins.list[ObjectInfo], builtins.list[str]]:
+        """Every page of one listing (``prefix`` and ``start_after`` are full S3 keys), one after another:
+        the objects and, with a ``delimiter``, the common prefixes (full, as S3 sends them)."""
+        args: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix, "MaxKeys": self.page_size}
+        if start_after:
+            args["StartAfter"] = start_after
+        if delimiter:
+            args["Delimiter"] = delimiter
+        what = f"listing s3://{self.bucket}/{prefix}"
+        objects: builtins.list[ObjectInfo] = []
+        prefixes: builtins.list[str] = []
+        while True:
+            page = self._call(lambda: self.client.list_objects_v2(**args), what=what)
+            objects += self._infos(page.get("Contents", ()))
+            prefixes += [str(p["Prefix"]) for p in page.get("CommonPrefixes", ())]
+            if not page.get("IsTruncated"):
+                return objects, prefixes
+            args["ContinuationToken"] = page["NextContinuationToken"]
+
+    def _list_by_directory(
+        self, prefix: str, first_dir: str, first_page: Sequence[dict[str, Any]]
+    ) -> builtins.list[ObjectInfo]:
+        """The rest of a listing of ``prefix`` whose truncated first page lies wholly in ``first_dir``
+        (a subdirectory directly under it), fetched directory by directory, concurrently.
+
+        Such a prefix holds directories of at least a page of keys each (``index/``: 1000 steps x
+        workers), and a sequential listing would cost one round trip per page. Instead, concurrently
+        on ``max_workers`` threads: one listing of ``prefix`` with Delimiter ``/`` after the first
+        page's last key (its subdirectories and the keys directly under it), the rest of
+        ``first_dir`` after that key, then every later subdirectory whole. The directories
+        are kept (here, not by trusting StartAfter's effect on common prefixes) only when after
+        ``first_dir``; a directory's keys are contiguous in key order, so merging directories and direct
+        keys by their names gives exactly the sequential listing. Any failed request raises.
+        """
+        cut = len(self.prefix) + 1 if self.prefix else 0
+        last = first_page[-1]["Key"]
+        head = self._infos(first_page)
+        pool = ThreadPoolExecutor(max_workers=max(1, self.max_workers), thread_name_prefix="s3-list")
+        try:
+            tree = pool.submit(self._list_all, prefix, start_after=last, delimiter="/")
+            rest = pool.submit(self._list_all, first_dir, start_after=last)
+            direct, dirs = tree.result()
+            later = sorted({d for d in dirs if d > first_dir})
+            futures = [(d, pool.submit(self._list_all, d)) for d in later]
+            segments = [(first_dir[cut:], head + rest.result()[0])]
+            segments += [(d[cut:], future.result()[0]) for d, future in futures]
+        except BaseException:
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
+        pool.shutdown(wait=True)
+        after = last[cut:]
+        segments += [(o.key, [o]) for o in direct if o.key > after]
+        segments.sort(key=lambda segment: segment[0])
+        log.debug("listed s3://%s/%s by directory: %d directories, %d keys directly under it", self.bucket,
+                  prefix, 1 + len(later), len(segments) - 1 - len(later))
+        return [o for _, objects in segments for o in objects]
 
     def list(self, prefix: str, *, start_after: str = "") -> Iterator[str]:
         return iter([o.key for o in self.list_objects(prefix, start_after=start_after)])
@@ -329,6 +402,18 @@ class S3Storage:
             what=f"deleting {self.uri_of(key)}",
             key=key,
         )
+
+
+def _sole_directory(prefix: str, contents: Sequence[dict[str, Any]]) -> str | None:
+    """The subdirectory directly under the directory-like ``prefix`` (``""`` or ending in ``/``) that
+    holds every key of ``contents`` (``prefix + name + "/"``), or None."""
+    if not contents or (prefix and not prefix.endswith("/")):
+        return None
+    name, slash, _ = contents[0]["Key"][len(prefix) :].partition("/")
+    directory = f"{prefix}{name}{slash}"
+    if not slash or not all(obj["Key"].startswith(directory) for obj in contents):
+        return None
+    return directory
 
 
 __all__ = ["S3Storage", "TruncatedBody", "make_client", "parse_s3_uri"]

@@ -207,7 +207,7 @@ class S3Storage:
             if limit is None and page.get("IsTruncated") and "ContinuationToken" not in args:
                 directory = _sole_directory(full_prefix, contents)
                 if directory is not None:
-                    return iter(self._list_by_directory(full_prefix, directory, contents))
+                    return iter(self._list_by_directory(full_prefix, directory, contents, args.get("StartAfter", "")))
             found += self._infos(contents)
             if not page.get("IsTruncated") or (limit is not None and len(found) >= limit):
                 return iter(found)
@@ -244,26 +244,30 @@ class S3Storage:
             args["ContinuationToken"] = page["NextContinuationToken"]
 
     def _list_by_directory(
-        self, prefix: str, first_dir: str, first_page: Sequence[dict[str, Any]]
+        self, prefix: str, first_dir: str, first_page: Sequence[dict[str, Any]], start_after: str
     ) -> builtins.list[ObjectInfo]:
-        """The rest of a listing of ``prefix`` whose truncated first page lies wholly in ``first_dir``
-        (a subdirectory directly under it), fetched directory by directory, concurrently.
+        """The listing of ``prefix`` after ``start_after`` (full S3 keys) whose truncated first page
+        lies wholly in ``first_dir`` (a subdirectory directly under ``prefix``), the rest fetched
+        directory by directory, concurrently.
 
         Such a prefix holds directories of at least a page of keys each (``index/``: 1000 steps x
         workers), and a sequential listing would cost one round trip per page. Instead, concurrently
-        on ``max_workers`` threads: one listing of ``prefix`` with Delimiter ``/`` after the first
-        page's last key (its subdirectories and the keys directly under it), the rest of
-        ``first_dir`` after that key, then every later subdirectory whole. The directories
-        are kept (here, not by trusting StartAfter's effect on common prefixes) only when after
-        ``first_dir``; a directory's keys are contiguous in key order, so merging directories and direct
-        keys by their names gives exactly the sequential listing. Any failed request raises.
+        on ``max_workers`` threads: one listing of ``prefix`` with Delimiter ``/`` after ``start_after``
+        (its subdirectories and the keys directly under it), the rest of ``first_dir`` after the first
+        page's last key, then every later subdirectory whole. Nothing but ``first_dir`` lies between
+        ``start_after`` and that key (the first page is all there is), so the delimiter listing costs
+        no more than one after the last key would. Which directories come after ``first_dir`` is
+        decided here, by name (S3 lists a directory with keys after StartAfter as a common prefix,
+        moto only one whose name is after it); a directory's keys are contiguous in key order, so
+        merging directories and direct keys by name gives exactly the sequential listing. Any failed
+        request raises.
         """
         cut = len(self.prefix) + 1 if self.prefix else 0
         last = first_page[-1]["Key"]
         head = self._infos(first_page)
         pool = ThreadPoolExecutor(max_workers=max(1, self.max_workers), thread_name_prefix="s3-list")
         try:
-            tree = pool.submit(self._list_all, prefix, start_after=last, delimiter="/")
+            tree = pool.submit(self._list_all, prefix, start_after=start_after, delimiter="/")
             rest = pool.submit(self._list_all, first_dir, start_after=last)
             direct, dirs = tree.result()
             later = sorted({d for d in dirs if d > first_dir})
@@ -274,8 +278,7 @@ class S3Storage:
             pool.shutdown(wait=True, cancel_futures=True)
             raise
         pool.shutdown(wait=True)
-        after = last[cut:]
-        segments += [(o.key, [o]) for o in direct if o.key > after]
+        segments += [(o.key, [o]) for o in direct]  # after start_after, so after the first page too
         segments.sort(key=lambda segment: segment[0])
         log.debug("listed s3://%s/%s by directory: %d directories, %d keys directly under it", self.bucket,
                   prefix, 1 + len(later), len(segments) - 1 - len(later))

@@ -9,7 +9,9 @@ Fixtures (registered by tests/conftest.py through ``pytest_plugins``):
   for subprocesses (smdebug, hooks).
 
 Faults are real HTTP behaviour, not a patched client: an error answer (``SlowDown`` 503), a body cut
-off after half its bytes with the connection closed, or the whole endpoint going away mid-read.
+off after half its bytes with the connection closed, or the whole endpoint going away mid-read. The
+proxy can also add a round trip's latency to every request (``latency``, for benchmarks), or hold
+requests in a test's hands before answering them (``hold``).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import logging
 import os
 import socket
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -60,11 +63,18 @@ class Fault:
 
 
 class FaultProxy:
-    """An HTTP/1.1 proxy to ``upstream`` that logs every request and injects :class:`Fault` s."""
+    """An HTTP/1.1 proxy to ``upstream`` that logs every request and injects :class:`Fault` s.
 
-    def __init__(self, upstream: str) -> None:
+    ``latency``: seconds slept before answering each request (S3's round trip is tens of ms; moto's
+    on 127.0.0.1 is a fraction of one). ``hold``: called with each request, in its own thread, before
+    it is answered (a test can make requests wait for one another).
+    """
+
+    def __init__(self, upstream: str, *, latency: float = 0.0) -> None:
         parts = urlsplit(upstream)
         self.upstream = (parts.hostname or "127.0.0.1", parts.port or 80)
+        self.latency = latency
+        self.hold: Callable[[Seen], None] | None = None
         self.requests: list[Seen] = []
         self.faults: list[Fault] = []
         self.stopped = threading.Event()
@@ -150,8 +160,13 @@ class _ProxyHandler(BaseHTTPRequestHandler):
             self.close_connection = True
             return
         path, _, query = self.path.partition("?")
-        fault = self.owner._record(Seen(self.command, path, query))
+        seen = Seen(self.command, path, query)
+        fault = self.owner._record(seen)
         body = self._read_body()
+        if self.owner.hold is not None:
+            self.owner.hold(seen)
+        if self.owner.latency > 0:
+            time.sleep(self.owner.latency)
         if fault is not None and fault.action == "status":
             self._send_error(fault.status, fault.code)
             return

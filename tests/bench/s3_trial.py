@@ -2,6 +2,9 @@
 
 Run from the repo root:  python -m tests.bench.s3_trial [--steps 2000 --tensors 10 --workers 1 --sample 20 --budget 120]
 (SMDEBUG_PYTHON points at the smdebug venv's interpreter; `make bench` sets it.)
+``--latency-ms N`` adds N ms to every request (the proxy sleeps before answering), as S3's round trip
+would; ``--workloads open,last`` runs only those; ``--sdk-ext-path DIR`` makes the sdk_ext reader import
+sdk_ext from another checkout (``git archive`` of a revision to compare; the trial is written by this one).
 
 Both readers run in their own subprocess against the same moto server, reached through a counting
 proxy (tests/moto_s3.py), so requests are counted on the server side, retries included. The trial is
@@ -124,7 +127,7 @@ def run_child(python: str, impl: str, uri: str, workload: str, args: argparse.Na
     started = time.perf_counter()
     done = subprocess.run([python, "-c", CHILD, impl, uri, workload, str(args.sample), str(args.budget),
                            *([cache_dir] if cache_dir else [])], env=env, capture_output=True,
-                          text=True, timeout=3600, check=False)
+                          text=True, timeout=3600, check=False, cwd=args.sdk_ext_path)
     wall = time.perf_counter() - started
     if done.returncode != 0:
         raise RuntimeError(f"{impl} {workload} failed:\n{done.stderr[-3000:]}")
@@ -149,7 +152,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="also write the raw results here")
     parser.add_argument("--only", choices=("sdk_ext", "smdebug"), help="run one reader (no ratios)")
     parser.add_argument("--file-cache-mb", type=float, help="sdk_ext's file cache (to make the trial larger than it)")
+    parser.add_argument("--latency-ms", type=float, default=0.0, help="added to every request, as S3's round trip")
+    parser.add_argument("--workloads", default=",".join(WORKLOADS + ("values",)),
+                        help="comma-separated workloads to run (default: all; the table needs all)")
+    parser.add_argument("--sdk-ext-path", type=Path, default=REPO,
+                        help="import the sdk_ext reader from this checkout (default: this one)")
     args = parser.parse_args(argv)
+    wanted = [w.strip() for w in args.workloads.split(",") if w.strip()]
+    unknown = set(wanted) - set(WORKLOADS + ("values",))
+    if unknown:
+        parser.error(f"unknown workload(s): {', '.join(sorted(unknown))}")
+    args.sdk_ext_path = args.sdk_ext_path.resolve()
     smdebug = os.environ.get("SMDEBUG_PYTHON") or str(REPO / ".venv-smdebug" / "bin" / "python")
 
     import boto3
@@ -161,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()
-    proxy = FaultProxy(f"http://{host}:{port}").start()
+    proxy = FaultProxy(f"http://{host}:{port}", latency=args.latency_ms / 1000).start()
     bucket = f"bench-{uuid.uuid4().hex[:12]}"
     client = boto3.client("s3", endpoint_url=f"http://{host}:{port}", region_name="us-east-1",
                           aws_access_key_id="testing", aws_secret_access_key="testing")
@@ -176,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
 
     env = dict(os.environ)
     env.update(s3_environment(proxy.url, Path(tempfile.mkdtemp(prefix="bench-aws-"))))
-    env["PYTHONPATH"] = str(REPO)
+    env["PYTHONPATH"] = str(args.sdk_ext_path)
     env["SMDEBUG_LOG_LEVEL"] = "error"
     if args.file_cache_mb:
         env["BENCH_FILE_CACHE_BYTES"] = str(int(args.file_cache_mb * 2**20))
@@ -187,11 +200,14 @@ def main(argv: list[str] | None = None) -> int:
         if args.only and impl != args.only:
             continue
         for workload in WORKLOADS + (("values",) if impl == "sdk_ext" else ()):
+            if workload not in wanted:
+                continue
             print(f"running {impl} {workload} ...", file=sys.stderr, flush=True)
             where = uri.replace("/hook", "/plain") if workload.endswith("_plain") else uri
             results.setdefault(impl, {})[workload] = run_child(python, impl, where, workload, args, env, proxy)
-        project(results[impl])
-    if "sdk_ext" in results:  # a second analysis with a local cache: the first run fills it
+        if impl in results:
+            project(results[impl])
+    if "sdk_ext" in results and "all" in wanted:  # a second analysis with a local cache: the first run fills it
         cache_dir = tempfile.mkdtemp(prefix="bench-cache-")
         print("running sdk_ext all twice with cache_dir ...", file=sys.stderr, flush=True)
         run_child(sys.executable, "sdk_ext", uri, "all", args, env, proxy, cache_dir)
@@ -199,7 +215,8 @@ def main(argv: list[str] | None = None) -> int:
     proxy.stop()
     server.stop()
 
-    print(report(results, args) if len(results) == 2 else json.dumps(results, indent=2))
+    full = all(w in runs for runs in results.values() for w in WORKLOADS)
+    print(report(results, args) if len(results) == 2 and full else json.dumps(results, indent=2))
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
     return 0
@@ -210,9 +227,9 @@ def project(runs: dict[str, dict[str, Any]]) -> None:
     for run in runs.values():
         run.setdefault("complete", True)
         run["requests_total"], run["time_total"], run["projected"] = run["requests"], run["total_s"], False
-    opened = runs["open"]
-    for run in (runs["sample"], runs["all"]):
-        if not run["complete"] and run["values"]:
+    opened = runs.get("open")
+    for run in (runs.get("sample"), runs.get("all")):
+        if run is not None and opened is not None and not run["complete"] and run["values"]:
             per_request = (run["requests"] - opened["requests"]) / run["values"]
             per_second = (run["total_s"] - run["open_s"]) / run["values"]
             run["requests_total"] = opened["requests"] + per_request * run["wanted"]
@@ -233,7 +250,8 @@ def report(results: dict[str, dict[str, dict[str, Any]]], args: argparse.Namespa
          f"{args.workers} worker(s): {files} event files + {files} index files "
          f"(`python -m tests.bench.s3_trial --steps {args.steps} --tensors {args.tensors} "
          f"--elements {args.elements} --workers {args.workers} --sample {args.sample} --budget {args.budget:g}"
-         f"{f' --file-cache-mb {args.file_cache_mb:g}' if args.file_cache_mb else ''}`)"),
+         f"{f' --file-cache-mb {args.file_cache_mb:g}' if args.file_cache_mb else ''}"
+         f"{f' --latency-ms {args.latency_ms:g}' if args.latency_ms else ''}`)"),
         "",
         "| workload | sdk_ext requests | smdebug requests | fewer requests | sdk_ext time | smdebug time | faster "
         "| same values |",

@@ -154,3 +154,30 @@ def test_a_finished_trial_the_hook_wrote_opens_with_a_handful_of_requests(s3: An
     assert trial.tensor("fc/weight").value(trial.steps()[-1]).tolist() == [[119.0] * 3] * 4
     index_gets = [r.path for r in s3.proxy.requests if r.method == "GET" and "/index/" in r.path and "list-type" not in r.query]
     assert [p.rsplit("/", 1)[1] for p in index_gets] == ["000000000119_worker_0.json"]
+
+
+def test_a_trial_whose_index_spans_directories_lists_them_concurrently_and_refreshes(s3: Any, tmp_path: Path) -> None:
+    """index/ holds a directory per 1000 steps; listed 50 keys a page, each directory holds pages, so the
+    trial's listings (the first one, then a refresh after its token) go by directory: the same steps."""
+    local = tmp_path / "t"
+
+    def upload() -> None:
+        s3.put_many({f"t/{p.relative_to(local).as_posix()}": p.read_bytes() for p in local.rglob("*") if p.is_file()})
+
+    hook = new_hook(local)
+    train(hook, range(1200))
+    hook.flush()
+    upload()
+    trial = create_trial(S3Storage.from_uri(s3.uri("t"), page_size=50), timeout=5)
+    assert trial.steps() == list(range(1200)) and not trial.loaded_all_steps
+    assert s3.proxy.count("GET", query_has="delimiter=") == 1
+    train(hook, range(1200, 2300))
+    hook.close()
+    upload()
+    s3.proxy.clear()
+    trial.wait_for_steps([2299], timeout=5)
+    assert trial.steps() == list(range(2300)) and trial.loaded_all_steps
+    assert any("start-after=t%2Findex%2F000000001%2F" in r.query for r in s3.proxy.requests)  # after the token
+    assert s3.proxy.count("GET", query_has="delimiter=") >= 1
+    assert trial.tensor("fc/weight").value(2299).tolist() == [[2299.0] * 3] * 4
+    assert trial.tensor("fc/weight").value(999).tolist() == [[999.0] * 3] * 4

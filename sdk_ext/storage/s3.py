@@ -204,6 +204,8 @@ class S3Storage:
             args["MaxKeys"] = self.page_size if limit is None else min(self.page_size, limit - len(found))
             page = self._call(lambda: self.client.list_objects_v2(**args), what=what)
             contents: Sequence[dict[str, Any]] = page.get("Contents", ())
+            # a truncated first page wholly in one subdirectory: directories hold a page or more (index/),
+            # so listing them side by side pays; where they hold a few keys (events/), it would not
             if limit is None and page.get("IsTruncated") and "ContinuationToken" not in args:
                 directory = _sole_directory(full_prefix, contents)
                 if directory is not None:

@@ -61,16 +61,15 @@ def encode_index_parts(index: IndexFile) -> tuple[bytes, bytes]:
     meta: dict[str, Any] = {"mode": index.mode.name, "mode_step": index.mode_step}
     if index.event_file is not None:
         meta["event_file_name"] = index.event_file
-    doc = {
-        "meta": meta,
+    rest = {
         "tensor_payload": [{"tensorname": t.name, "start_idx": t.start, "length": t.length} for t in index.tensors],
         "shape_payload": [
             {"tensorname": s.name, "originalname": s.original_name, "shape": list(s.shape)} for s in index.shapes
         ],
     }
-    text = json.dumps(doc).encode("utf-8")
-    cut = len(json.dumps({"meta": meta})) + 1  # '{"meta": {...}' plus the ', ' that follows it
-    return text[:cut], text[cut:]
+    # json.dumps of {"meta": meta, **rest}, each part dumped once: '{"meta": ' meta ', ' then rest without its '{'
+    head = b'{"meta": ' + json.dumps(meta).encode("utf-8") + b", "
+    return head, json.dumps(rest).encode("utf-8")[1:]
 
 
 def _fail(key: str, what: str) -> IndexReaderException:

@@ -189,10 +189,8 @@ class TrialWriter:
         self.storage = storage
         self.spool = spool
         self.worker = worker
-        #: write the consolidated index (False: only what smdebug writes)
-        self.consolidate = consolidate
         self._summary: tuple[ConsolidatedEncoder, ObjectWriter] | None = None
-        self._summary_done = False
+        self._summary_done = not consolidate  # consolidate=False: only what smdebug writes
         self.clock = clock
         self.lag = lag
         self._committer = _Committer(max_pending=lag + 4) if background else None
@@ -360,7 +358,7 @@ class TrialWriter:
     def _summarize(self, step: int, head: bytes, tail: bytes) -> None:
         """Append a committed index file to the consolidated index (best effort: a failure drops the
         consolidated index, never a step; readers then read the index files one by one)."""
-        if not self.consolidate or self._summary_done:
+        if self._summary_done:
             return
         try:
             if self._summary is None:

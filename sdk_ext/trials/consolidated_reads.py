@@ -50,7 +50,7 @@ def read_consolidated(storage: Storage, wanted: Sequence[Listed]) -> dict[str, t
     """
     sizes = {key: size for key, _, _, size in wanted if size is not None}
     workers = {worker for _, _, worker, size in wanted if size is not None}
-    if len(sizes) < CONSOLIDATED_MIN or not hasattr(storage, "list_objects"):
+    if len(sizes) < CONSOLIDATED_MIN:  # (sizes come only from storages that list them)
         return {}
     objects = [
         (key, worker)

@@ -166,7 +166,7 @@ class TrialIndex:
                 head, tail = docs[key]
                 self._seen.add(key)
                 added += self._take(bad, parser.parse_parts, head, tail, key=key, step=step, worker=worker)
-            rest = [w for w in wanted if w[0] not in docs] if from_docs else list(wanted)
+            rest = [w for w in wanted if w[0] not in docs]
             for at in range(0, len(rest), _READ_BATCH):
                 batch = rest[at : at + _READ_BATCH]
                 datas: list[bytes] = self.storage.read_many([ReadRequest(key) for key, _, _, _ in batch])

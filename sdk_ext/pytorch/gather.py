@@ -28,8 +28,9 @@ holds host copies of its own pieces of one round.
 
 Agreement. Which tensors are collected, in which order and rounds, follows from the save policy
 (the same on every rank: same configuration, same step) and from the layouts the ranks exchange
-once, at the first collection (one ``all_gather_object`` on the hook's group; the group is created
-then too, by every rank). Every receive and send waits at most ``GatherConfig.timeout`` seconds
+once, when the model is registered (:meth:`ShardGather.setup`: the group is created and one
+``all_gather_object`` runs on it, on every rank, at the point of the script where every rank
+registers its model; no step has started). Every receive and send waits at most ``GatherConfig.timeout`` seconds
 (``SDK_EXT_GATHER_TIMEOUT``, default 120): if a rank stops taking part (its hook failed), the
 others' wait ends with :class:`GatherError`, which disables their hooks; training goes on.
 """
@@ -145,6 +146,11 @@ class ShardGather:
         self._skipped: set[str] = set()  # keys whose layout cannot be collected (warned once)
 
     # --- setup -----------------------------------------------------------------------------------
+
+    def setup(self) -> None:
+        """Create the hook's gloo group and exchange the layouts (collectives: every rank calls this at
+        the same point, when the model is registered)."""
+        self._ensure_layouts()
 
     def _ensure_layouts(self) -> dict[str, list[tuple[Region | None, tuple[int, ...]]]]:
         if self._layouts is not None:

@@ -126,6 +126,11 @@ class Hook(BaseHook):
                 self._sharded[name] = param.sharded
             elif param.param is not None:
                 self._params.append((name, param.param))
+        if self._sharded:
+            rank, world_size = self._distributed_info()
+            self._gather = ShardGather(self._sharded, rank=rank, world_size=world_size,
+                                       include_all=self.include_workers == "all", need_array=self._needs_array)
+            self._gather.setup()  # collectives, while every rank registers its model
         for path, sub in wrappers.named_modules(module):
             self._module_names[sub] = path if path else prefix
         if self._compiled:
@@ -285,11 +290,8 @@ class Hook(BaseHook):
             items.append(Item(name, key, plan, source.grad if grads else source.weight))
         if not items:
             return
-        if self._gather is None:
-            rank, world_size = self._distributed_info()
-            self._gather = ShardGather(self._sharded, rank=rank, world_size=world_size,
-                                       include_all=self.include_workers == "all", need_array=self._needs_array)
-        self._gather.collect(items, self._write_collected)
+        if self._gather is not None:
+            self._gather.collect(items, self._write_collected)
 
     def _write_collected(self, item: Item, full: torch.Tensor | None, reductions: dict[tuple[str, bool], Any],
                          shape: tuple[int, ...]) -> None:

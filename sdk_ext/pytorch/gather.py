@@ -6,25 +6,26 @@ SageMaker's rule containers) and every reduction sees the whole tensor. Writing 
 offsets would cost no communication but need a reader that assembles them, which smdebug is not.
 
 Who writes what. Each sharded tensor has *shard groups* (:class:`~sdk_ext.pytorch.wrappers.ShardedSource`):
-the ranks that together hold one copy; plain FSDP has one, HSDP one per replica. The lowest rank of
-a group is its *owner*: it receives the other members' pieces and writes the logical tensor. With
-``include_workers="one"`` only the group whose owner is rank 0 is collected (rank 0 writes, as
-every other tensor); with ``"all"`` every group is, so HSDP replicas (and replicated DTensors) are
-written once per replica, by its owner. A rank that owns nothing writes its own tensors only
-(losses, module inputs/outputs, plain parameters).
+the ranks that together hold one copy; plain FSDP has one, HSDP one per replica. With
+``include_workers="one"`` rank 0 writes the logical tensor of its own copy, from the pieces the
+other members of its group send it (the members of other groups send nothing). With ``"all"``
+every rank writes the logical tensor of its own copy, as every DDP worker writes its weights: the
+members of a group send their pieces to each other. So under HSDP each replica's copy is in the
+trial (the workers of a replica hold the same values), and a drifting replica can be seen.
 
-What travels. A member sends its piece, once, to its owner, over point-to-point sends on a gloo
-group of the hook's own (CPU tensors: a GPU piece is copied to the host first), never through the
-job's NCCL communicator. When the tensor's plan needs only reductions (min, max, mean, sum, prod,
-std, variance, l1, l2 of a floating-point tensor), each member sends 9 partial statistics per
-variant (plain, abs) instead, and the owner merges them (Chan's pairwise update for the variance);
-a shape-only plan sends nothing. So a saved step moves at most the saved tensors' bytes, once;
-a step that saves no sharded tensor moves nothing.
+What travels. A member sends its piece, once, to each writer of its group, over point-to-point
+sends on a gloo group of the hook's own (CPU tensors: a GPU piece is copied to the host first),
+never through the job's NCCL communicator. When the tensor's plan needs only reductions (min, max,
+mean, sum, prod, std, variance, l1, l2 of a floating-point tensor), each member sends 9 partial
+statistics per variant (plain, abs) instead, and the writer merges them (Chan's pairwise update
+for the variance); a shape-only plan sends nothing. So on a saved step a rank receives less than
+the bytes of the tensors it writes, and sends its own pieces once per writer; a step that saves no
+sharded tensor moves nothing.
 
-Memory. The owner takes the tensors in rounds of at most ``GatherConfig.buffer_bytes`` (256 MiB,
-``SDK_EXT_GATHER_BUFFER_BYTES``) of logical tensors, or one tensor when it is larger: per round it
-holds the received pieces and the assembled tensors (twice the round's bytes at most). A member
-holds host copies of its own pieces of one round.
+Memory. Tensors go in rounds of at most ``GatherConfig.buffer_bytes`` (256 MiB,
+``SDK_EXT_GATHER_BUFFER_BYTES``) of logical tensors, or one tensor when it is larger: per round a
+writer holds the received pieces and the assembled tensors (twice the round's bytes at most), and
+every member holds host copies of its own pieces of the round.
 
 Agreement. Which tensors are collected, in which order and rounds, follows from the save policy
 (the same on every rank: same configuration, same step) and from the layouts the ranks exchange
@@ -106,7 +107,7 @@ Writer = Callable[[Item, "torch.Tensor | None", Reductions, tuple[int, ...]], No
 class _Task:
     item: Item
     source: ShardedSource
-    owner: int
+    receivers: tuple[int, ...]  # ranks that write it
     members: tuple[int, ...]  # ranks with a non-empty piece, ascending
     mode: str  # "raw", "stats" or "shape"
     variants: tuple[bool, ...] = ()  # abs flags needing statistics (mode "stats")
@@ -176,7 +177,7 @@ class ShardGather:
 
     def collect(self, items: Sequence[Item], write: Writer) -> None:
         """Collect ``items`` (the same list, in the same order, on every rank that holds them) and
-        call ``write`` on each owner for each tensor it owns.
+        call ``write`` on each writing rank for each tensor it writes.
 
         Raises:
             GatherError: a transfer did not complete within the timeout.
@@ -184,16 +185,14 @@ class ShardGather:
         if not items:
             return
         layouts = self._ensure_layouts()
-        tasks = [t for t in (self._task(item, layouts) for item in items) if t is not None]
-        by_owner: dict[int, list[_Task]] = {}
-        for task in tasks:
-            by_owner.setdefault(task.owner, []).append(task)
-        for owner in sorted(by_owner):
-            for chunk in self._rounds(by_owner[owner]):
-                if owner == self.rank:
-                    self._receive(chunk, write)
-                elif any(self.rank in t.members for t in chunk):
-                    self._send(owner, chunk)
+        by_group: dict[tuple[int, ...], list[_Task]] = {}
+        for item in items:
+            task = self._task(item, layouts)
+            if task is not None:
+                by_group.setdefault(task.source.group, []).append(task)
+        for group in sorted(by_group):  # one global order, so ranks in several groups never wait in a cycle
+            for chunk in self._rounds(by_group[group]):
+                self._exchange(chunk, write)
 
     def _task(self, item: Item, layouts: Mapping[str, list[tuple[Region | None, tuple[int, ...]]]]) -> _Task | None:
         source = self.sources.get(item.key)
@@ -202,15 +201,17 @@ class ShardGather:
         group = source.group
         if not group or self.rank not in group:
             return None
-        owner = group[0]
-        if not self.include_all and owner != 0:
-            return None
+        if self.include_all:
+            receivers = group
+        elif group[0] == 0:
+            receivers = (0,)
+        else:
+            return None  # include_workers="one": only rank 0 writes, and it is not in this copy's group
         regions = {r: region for r in group if (region := layouts[item.key][r][0]) is not None}
-        members = tuple(sorted(regions))
         numel = math.prod(source.shape)
-        if sum(r.numel for r in regions.values()) != numel or any(layouts[item.key][r][1] != group for r in members):
+        if sum(r.numel for r in regions.values()) != numel or any(layouts[item.key][r][1] != group for r in regions):
             self._skipped.add(item.key)
-            if self.rank == owner:
+            if self.rank == group[0]:
                 logger.warning("sharded tensor %r not saved: the pieces its shard group %s holds do not make up "
                                "its shape %s (an unsupported layout)", item.name, group, source.shape)
             return None
@@ -225,10 +226,10 @@ class ShardGather:
         else:
             mode = "shape"
         variants = tuple(sorted({is_abs for _, is_abs in plan.ops})) if mode == "stats" else ()
-        return _Task(item, source, owner, members, mode, variants, regions)
+        return _Task(item, source, receivers, tuple(sorted(regions)), mode, variants, regions)
 
     def _rounds(self, tasks: list[_Task]) -> list[list[_Task]]:
-        """Split one owner's tasks into rounds of at most ``buffer_bytes`` of logical tensors."""
+        """Split one group's tasks into rounds of at most ``buffer_bytes`` of logical tensors."""
         assert self._config is not None
         rounds: list[list[_Task]] = [[]]
         size = 0
@@ -242,11 +243,77 @@ class ShardGather:
         return rounds
 
     @staticmethod
-    def _message_size(tasks: Sequence[_Task], member: int) -> int:
-        mine = [t for t in tasks if member in t.members and t.mode != "shape"]
-        if not mine:
-            return 0
-        return _aligned(len(mine)) + sum(_aligned(t.payload_bytes(member)) for t in mine)
+    def _carried(tasks: Sequence[_Task], sender: int, receiver: int) -> list[_Task]:
+        """The tasks of a round whose data goes from ``sender`` to ``receiver``, in order."""
+        return [t for t in tasks if t.mode != "shape" and sender in t.members and receiver in t.receivers
+                and sender != receiver]
+
+    def _exchange(self, tasks: Sequence[_Task], write: Writer) -> None:
+        """One round: send this rank's pieces to each receiver, receive from each member, then write."""
+        import torch.distributed as dist
+
+        me = self.rank
+        works: list[tuple[str, Any]] = []
+        inbox: dict[int, tuple[torch.Tensor, list[_Task]]] = {}
+        peers = sorted({r for t in tasks for r in (*t.members, *t.receivers)} - {me})
+        local: dict[int, torch.Tensor | np.ndarray[Any, Any] | None] = {}  # task index -> this rank's payload
+        index = {id(t): i for i, t in enumerate(tasks)}
+        for peer in peers:
+            outgoing = self._carried(tasks, me, peer)
+            if outgoing:
+                message = self._pack(outgoing, local, index)
+                works.append((f"sending to rank {peer}", dist.isend(message, dst=peer, group=self._group)))
+            incoming = self._carried(tasks, peer, me)
+            if incoming:
+                buffer = torch.empty(self._message_size(incoming, peer), dtype=torch.uint8)
+                inbox[peer] = (buffer, incoming)
+                works.append((f"receiving from rank {peer}", dist.irecv(buffer, src=peer, group=self._group)))
+        for what, work in works:
+            self._wait(work, what)
+        if me not in {r for t in tasks for r in t.receivers}:
+            return
+        received: dict[tuple[int, int], torch.Tensor | np.ndarray[Any, Any] | None] = {}
+        for peer, (buffer, incoming) in inbox.items():
+            pos = _aligned(len(incoming))
+            for i, task in enumerate(incoming):
+                nbytes = task.payload_bytes(peer)
+                raw = buffer[pos : pos + nbytes]
+                received[(index[id(task)], peer)] = _from_bytes(raw, task) if buffer[i] else None
+                pos += _aligned(nbytes)
+        for i, task in enumerate(tasks):
+            if me not in task.receivers:
+                continue
+            pieces: dict[int, Any] = {}
+            for member in task.members if task.mode != "shape" else ():
+                if member == me:
+                    if i not in local:
+                        local[i] = self._local_payload(task)
+                    pieces[member] = local[i]
+                else:
+                    pieces[member] = received[(i, member)]
+            if any(p is None for p in pieces.values()):
+                continue  # some rank has no value (no gradient): nothing to write
+            self._finish(task, pieces, write)
+
+    def _pack(self, tasks: Sequence[_Task], local: dict[int, Any], index: Mapping[int, int]) -> torch.Tensor:
+        """One message: a presence byte per task (aligned), then each payload at an aligned offset."""
+        message = torch.zeros(self._message_size(tasks, self.rank), dtype=torch.uint8)
+        pos = _aligned(len(tasks))
+        for i, task in enumerate(tasks):
+            key = index[id(task)]
+            if key not in local:
+                local[key] = self._local_payload(task)
+            payload = local[key]
+            nbytes = task.payload_bytes(self.rank)
+            if payload is not None:
+                message[i] = 1
+                message[pos : pos + nbytes] = _as_bytes(payload)
+            pos += _aligned(nbytes)
+        return message
+
+    @staticmethod
+    def _message_size(tasks: Sequence[_Task], sender: int) -> int:
+        return _aligned(len(tasks)) + sum(_aligned(t.payload_bytes(sender)) for t in tasks)
 
     def _local_payload(self, task: _Task) -> torch.Tensor | np.ndarray[Any, Any] | None:
         """This rank's contribution to ``task``: its piece (raw) or its partial statistics; None if it has none."""
@@ -261,56 +328,6 @@ class ShardGather:
         if task.mode == "stats":
             return np.concatenate([partial_stats(piece, abs_=a) for a in task.variants])
         return piece.detach().reshape(-1).cpu()
-
-    def _send(self, owner: int, tasks: Sequence[_Task]) -> None:
-        import torch.distributed as dist
-
-        size = self._message_size(tasks, self.rank)
-        if size == 0:
-            return
-        mine = [t for t in tasks if self.rank in t.members and t.mode != "shape"]
-        message = torch.zeros(size, dtype=torch.uint8)
-        pos = _aligned(len(mine))
-        for i, task in enumerate(mine):
-            payload = self._local_payload(task)
-            nbytes = task.payload_bytes(self.rank)
-            if payload is not None:
-                message[i] = 1
-                raw = _as_bytes(payload)
-                message[pos : pos + nbytes] = raw
-            pos += _aligned(nbytes)
-        self._wait(dist.isend(message, dst=owner, group=self._group), f"sending to rank {owner}")
-
-    def _receive(self, tasks: Sequence[_Task], write: Writer) -> None:
-        import torch.distributed as dist
-
-        messages: dict[int, torch.Tensor] = {}
-        works = []
-        for member in sorted({m for t in tasks for m in t.members if m != self.rank}):
-            size = self._message_size(tasks, member)
-            if size:
-                messages[member] = torch.empty(size, dtype=torch.uint8)
-                works.append((member, dist.irecv(messages[member], src=member, group=self._group)))
-        for member, work in works:
-            self._wait(work, f"receiving from rank {member}")
-        positions = {m: _aligned(len([t for t in tasks if m in t.members and t.mode != "shape"])) for m in messages}
-        counters = dict.fromkeys(messages, 0)
-        for task in tasks:
-            pieces: dict[int, torch.Tensor | np.ndarray[Any, Any] | None] = {}
-            if task.mode != "shape":
-                for member in task.members:
-                    if member == self.rank:
-                        pieces[member] = self._local_payload(task)
-                        continue
-                    msg, nbytes = messages[member], task.payload_bytes(member)
-                    present = bool(msg[counters[member]])
-                    counters[member] += 1
-                    start = positions[member]
-                    positions[member] += _aligned(nbytes)
-                    pieces[member] = _from_bytes(msg[start : start + nbytes], task) if present else None
-                if any(p is None for p in pieces.values()):
-                    continue  # some rank has no value (no gradient): nothing to write
-            self._finish(task, pieces, write)
 
     def _finish(self, task: _Task, pieces: Mapping[int, Any], write: Writer) -> None:
         shape = task.source.shape

@@ -36,10 +36,10 @@ from sdk_ext.modes import ModeKeys, StepState
 from sdk_ext.storage import Storage, open_storage
 from sdk_ext.trials.collections import Collection
 from sdk_ext.trials.display import TrialDisplay
-from sdk_ext.trials.index_cache import TrialIndex, check_range_steps
+from sdk_ext.trials.index.trial_index import TrialIndex, check_range_steps
 from sdk_ext.trials.loading import collection_workers, wait_for_collections
 from sdk_ext.trials.options import TrialOptions
-from sdk_ext.trials.reads import Reads
+from sdk_ext.trials.read.reader import Reads
 from sdk_ext.trials.tensor import Tensor
 from sdk_ext.trials.waiting import step_state, wait_for_steps
 
@@ -80,11 +80,13 @@ class Trial(TrialDisplay):
         self.options = options or TrialOptions()
         #: False inside rules' ``no_refresh``: queries then use what was already read
         self.dynamic_refresh = True
+        capabilities = storage.capabilities()  # once, for the index and the read path
         self._index = TrialIndex(
-            storage, range_steps=self.range_steps, incomplete_step_window=self.options.incomplete_step_window,
+            storage, capabilities=capabilities, range_steps=self.range_steps, incomplete_step_window=self.options.incomplete_step_window,
             lazy_index_files=self.options.lazy_index_files,
         )
-        self._reads = Reads(storage, self.options, self._index, training_ended=self._marker_present, cache=cache)
+        self._reads = Reads(storage, self.options, self._index, capabilities=capabilities,
+                            training_ended=self._marker_present, cache=cache)
         self._collections: dict[str, Collection] | None = None
         self._workers: set[str] = set()
         self._ended = False

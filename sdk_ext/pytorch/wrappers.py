@@ -186,13 +186,15 @@ def model_parameters(model: nn.Module) -> list[ModelParameter]:
         root = getattr(root, "_orig_mod")  # noqa: B009 - typed as Tensor | Module on nn.Module
     fsdp2_params = _fsdp2_sharded_params(root)
     flat_owned: set[tuple[int, str]] = set()  # (module id, name) of parameters an FSDP1 flat parameter holds
-    out: list[ModelParameter] = []
+    found: list[tuple[tuple[int, int], ModelParameter]] = []  # ((module's place, parameter's place), parameter)
+    place = {id(m): i for i, m in enumerate(root.modules())}
     seen: set[int] = set()
     for path, module in root.named_modules():
         if _is_fsdp1(module):
-            out += _fsdp1_parameters(module, clean_path(path), flat_owned)
+            found += [((place.get(owner, 0), i), p) for owner, i, p in _fsdp1_parameters(module, clean_path(path),
+                                                                                        flat_owned)]
             continue
-        for pname, param in module._parameters.items():
+        for i, (pname, param) in enumerate(module.named_parameters(recurse=False, remove_duplicate=False)):
             if param is None or id(param) in seen or pname == "_flat_param" or (id(module), pname) in flat_owned:
                 continue
             seen.add(id(param))
@@ -201,13 +203,13 @@ def model_parameters(model: nn.Module) -> list[ModelParameter]:
             if getter is None and is_dtensor(param):
                 getter = functools.partial(_same, param)
             if getter is None:
-                out.append(ModelParameter(name, param, None))
+                found.append(((place[id(module)], i), ModelParameter(name, param, None)))
                 continue
             try:
-                out.append(ModelParameter(name, None, dtensor_source(getter)))
+                found.append(((place[id(module)], i), ModelParameter(name, None, dtensor_source(getter))))
             except NotImplementedError as err:
                 logger.warning("parameter %r is not saved: %s", name, err)
-    return out
+    return [p for _, p in sorted(found, key=lambda item: item[0])]
 
 
 def _same(value: Any) -> Any:
@@ -256,14 +258,15 @@ def dtensor_source(get: Callable[[], Any]) -> ShardedSource:
     region = Region(tuple(int(o) for o in offset), tuple(int(s) for s in local_shape))
 
     def weight() -> torch.Tensor:
-        local: torch.Tensor = get()._local_tensor
+        with torch.no_grad():
+            local: torch.Tensor = get().to_local()
         return local
 
     def grad() -> torch.Tensor | None:
         g = get().grad
         if g is None:
             return None
-        local: torch.Tensor = g._local_tensor if is_dtensor(g) else g
+        local: torch.Tensor = g.to_local() if is_dtensor(g) else g
         return local
 
     return ShardedSource(shape, dt.dtype, region if region.numel else None, group, weight, grad)
@@ -273,9 +276,10 @@ def _no_tensor() -> None:
     return None
 
 
-def _fsdp1_parameters(unit: nn.Module, unit_path: str, flat_owned: set[tuple[int, str]]) -> list[ModelParameter]:
+def _fsdp1_parameters(unit: nn.Module, unit_path: str,
+                      flat_owned: set[tuple[int, str]]) -> list[tuple[int, int, ModelParameter]]:
     """The original parameters of one FSDP1 unit's flat parameter (the unit's own; nested units are
-    found on their own)."""
+    found on their own), each with the id of the module that owned it and its place there."""
     import torch.distributed as dist
 
     handle = getattr(unit, "_handle", None)
@@ -297,16 +301,16 @@ def _fsdp1_parameters(unit: nn.Module, unit_path: str, flat_owned: set[tuple[int
     def flat_grad() -> torch.Tensor | None:
         return flat.grad  # type: ignore[no-any-return]
 
-    out = []
+    out: list[tuple[int, int, ModelParameter]] = []
     shard_infos = iter(getattr(flat, "_shard_param_infos", None) or ())
     prefix = f"{unit_path}." if unit_path else ""
-    names = iter(zip(flat._fqns, flat._shapes))
+    names = iter(zip(flat._fqns, flat._shapes, flat._param_infos))
     offset = 0  # of the parameter in the unsharded flat parameter (NO_SHARD reads it there)
     for numel, padding in zip(flat._numels_with_padding, flat._is_padding_mask):
         offset += numel
         if padding:
             continue
-        fqn, shape = next(names)
+        fqn, shape, origin = next(names)
         region: Region | None
         if sharded:
             info = next(shard_infos)
@@ -319,8 +323,8 @@ def _fsdp1_parameters(unit: nn.Module, unit_path: str, flat_owned: set[tuple[int
             start, length = offset - numel, numel
             region = Region((0,), (numel,), flat=True)
         weight, grad = _flat_slice(local_flat, start, length), _flat_slice(flat_grad, start, length)
-        out.append(ModelParameter(prefix + clean_path(fqn), None,
-                                  ShardedSource(tuple(shape), flat.dtype, region, group, weight, grad)))
+        out.append((id(origin.module), len(out), ModelParameter(  # flattened in registration order
+            prefix + clean_path(fqn), None, ShardedSource(tuple(shape), flat.dtype, region, group, weight, grad))))
     return out
 
 

@@ -11,6 +11,8 @@ SPEC: {"out": ROOT, "variants": [VARIANT, ...]}, VARIANT:
     env       environment variables set for this variant (SDK_EXT_GATHER_TIMEOUT, ...)
     trace     record each point-to-point send of the hook (step, peer, bytes) in ROOT/<name>.trace.<rank>.json
     fail      {"rank": R, "step": S}: rank R's writes fail from step S on (a full disk), which disables its hook
+    dtensor   instead of training: one step of a module whose parameters are DTensors built from known
+              values with these placements on a 1-D mesh of every rank ("Shard(1)", "Replicate()", ...)
 One process group serves every variant, so the torch import and the rendezvous are paid once. A hook
 that failed ends the job with an error unless the variant has "fail"; then each rank's failure goes to
 ROOT/<name>.failure.<rank>.json.
@@ -54,6 +56,32 @@ def make_hook(root: Path, variant: dict[str, Any], rank: int) -> Hook | None:
     return hook
 
 
+def dtensor_step(hook: Hook, placements: list[str]) -> list[float]:
+    """Parameters distributed from arange tensors (placements by name); one step saves them."""
+    import torch
+    from torch import nn
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Replicate, Shard, distribute_tensor
+
+    mesh = init_device_mesh("cpu", (dist.get_world_size(),))
+    kinds = {"Shard(0)": Shard(0), "Shard(1)": Shard(1), "Replicate()": Replicate()}
+
+    class Distributed(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            for i, placement in enumerate(placements):
+                full = torch.arange(35.0).reshape(5, 7) + 100 * i
+                self.register_parameter(f"p{i}", nn.Parameter(distribute_tensor(full, mesh, [kinds[placement]])))
+
+        def forward(self, x: Any) -> Any:
+            return x
+
+    module = Distributed()
+    hook.register_module(module)
+    module(torch.ones(1))
+    return []
+
+
 def traced(hook: Hook, log: list[list[int]]) -> Any:
     """Wrap dist.isend to record (hook step, peer, bytes) of every send."""
     isend = dist.isend
@@ -80,7 +108,10 @@ def main() -> None:
         if variant.get("trace") and hook is not None:
             dist.isend = traced(hook, log)
         try:
-            losses = example.train(example.Options(**variant.get("options", {})), hook)
+            if "dtensor" in variant and hook is not None:
+                losses = dtensor_step(hook, variant["dtensor"])
+            else:
+                losses = example.train(example.Options(**variant.get("options", {})), hook)
         finally:
             dist.isend = original_isend
             for key, value in saved_env.items():

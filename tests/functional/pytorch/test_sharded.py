@@ -52,6 +52,8 @@ TWO_RANKS = [
     variant("ddp-perturbed", "ddp", {"include_workers": "all"}, perturb_rank=1, perturb_step=1),
     {**variant("failing", "fsdp2", {"include_workers": "all"}, steps=4), "fail": {"rank": 0, "step": 1},
      "env": {"SDK_EXT_GATHER_TIMEOUT": "3"}},
+    {"name": "dtensor", "hook": {"include_regex": ["Distributed_p"], "include_workers": "all"},
+     "dtensor": ["Shard(0)", "Shard(1)", "Replicate()"]},
 ]
 
 
@@ -222,6 +224,15 @@ def test_a_failing_rank_neither_hangs_nor_stops_training(jobs: Path) -> None:
     assert failures[1].startswith("GatherError") and "rank 0" in failures[1]
     assert [len(json.loads((jobs / f"failing.losses.{r}.json").read_text())) for r in (0, 1)] == [4, 4]
     assert dump_with_format(jobs / "failing")["steps"]["GLOBAL"][0] == 0  # step 0 is intact
+
+
+@pytest.mark.slow
+def test_dtensor_blocks_along_any_dimension_are_put_together(jobs: Path) -> None:
+    trial = dump_with_format(jobs / "dtensor")
+    for i in range(3):  # rows 3 + 2, columns 4 + 3, replicated: each worker holds the whole tensor
+        expected = np.arange(35.0, dtype=np.float32).reshape(5, 7) + 100 * i
+        for worker in ("worker_0", "worker_1"):
+            np.testing.assert_array_equal(value(trial, f"Distributed_p{i}", 0, worker), expected)
 
 
 def replica_rule(trial_dir: Path) -> tuple[int | None, ReplicaDivergence]:

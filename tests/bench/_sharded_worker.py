@@ -1,0 +1,94 @@
+"""One rank of the sharded-save benchmark (tests/bench/sharded_overhead.py); started as torchrun would.
+
+Usage: python _sharded_worker.py OUT_DIR LAYERS WIDTH STEPS BLOCKS
+
+For each wrapper (DDP, FSDP2 with ``fully_shard`` on every layer and the model) it builds three copies of
+the same MLP (LAYERS x Linear(WIDTH, WIDTH) + ReLU, batch 32): no hook, a hook with the default
+configuration (losses every 500 steps), a hook saving everything every step (``save_all``;
+include_workers "one"). Blocks of STEPS training steps (SGD) run for each copy in turn, BLOCKS times,
+every rank starting each block together; rank 0 prints the seconds per step of each block as JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from sdk_ext.pytorch import Hook, SaveConfig
+
+
+def build(layers: int, width: int, how: str) -> nn.Module:
+    torch.manual_seed(0)
+    model = nn.Sequential(*[m for _ in range(layers) for m in (nn.Linear(width, width), nn.ReLU())])
+    if how == "ddp":
+        return nn.parallel.DistributedDataParallel(model)
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    mesh = init_device_mesh("cpu", (dist.get_world_size(),))
+    for layer in model:
+        if isinstance(layer, nn.Linear):
+            fully_shard(layer, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    return model
+
+
+def main() -> None:
+    out, layers, width, steps, blocks = sys.argv[1], *map(int, sys.argv[2:6])
+    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    g = torch.Generator().manual_seed(rank)
+    x, y = torch.randn(32, width, generator=g), torch.randn(32, width, generator=g)
+    loss_fn = nn.MSELoss()
+    result: dict[str, dict[str, list[float]]] = {}
+    for how in ("ddp", "fsdp2"):
+        runs = {}
+        for config in ("none", "default", "save_all"):
+            model = build(layers, width, how)
+            hook = None
+            if config != "none":
+                kwargs = {"save_all": True, "save_config": SaveConfig(save_interval=1)} if config == "save_all" else {}
+                hook = Hook(str(Path(out) / f"{how}-{config}"), **kwargs)  # type: ignore[arg-type]
+                hook.register_module(model)
+                hook.register_loss(loss_fn)
+            runs[config] = (model, torch.optim.SGD(model.parameters(), lr=1e-3), hook)
+
+        def block(config: str, n: int, runs: dict[str, Any] = runs) -> float:
+            model, opt, _ = runs[config]
+            dist.barrier()
+            start = time.perf_counter()
+            for _ in range(n):
+                opt.zero_grad()
+                loss_fn(model(x), y).backward()
+                opt.step()
+            return (time.perf_counter() - start) / n
+
+        for config in runs:  # warm up (the first saved step, lazy init)
+            block(config, 2)
+        times: dict[str, list[float]] = {c: [] for c in runs}
+        for b in range(blocks):
+            order = list(runs)[b % 3:] + list(runs)[: b % 3]  # rotate, so drift does not favour one config
+            for config in order:
+                times[config].append(block(config, steps))
+        for _, _, hook in runs.values():
+            if hook is not None:
+                hook.close()
+                assert hook.failure is None, hook.failure
+        result[how] = times
+    if rank == 0:
+        print(json.dumps(result))
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

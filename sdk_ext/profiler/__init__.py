@@ -1,8 +1,7 @@
-"""Profiling, under smdebug's ``smdebug.profiler`` module paths.
+"""Profiling: smdebug's ``smdebug.profiler`` paths.
 
-Readers of ``profiler-output/`` (SageMaker's and sdk_ext's): :mod:`.system_metrics_reader`,
-:mod:`.algorithm_metrics_reader`, :mod:`.system_profiler_file_parser`, :mod:`.trace_event_file_parser`,
-:mod:`.tf_profiler_parser`, :mod:`.utils`; pandas frames in :mod:`.analysis.utils.profiler_data_to_pandas`;
-a job's readers in :mod:`.analysis.notebook_utils.training_job`. Nothing is imported here, so that
-``import sdk_ext.profiler`` costs nothing.
+Collecting (docs/PROFILING.md, "Collecting"): the system monitor (:mod:`sdk_ext.profiler.monitor`), which
+samples one host's CPU, memory, disk, network and GPUs into ``profiler-output/system/``, and the step
+timeline (:mod:`sdk_ext.profiler.timeline`) that the hooks write into ``profiler-output/framework/``.
+Importing this package runs nothing else.
 """

@@ -157,6 +157,33 @@ class SystemMetricsReader(MetricsReaderBase):
     ) -> dict[SeriesKey, MetricSeries]:
         """Samples of ``[start, end]`` (as :meth:`get_events` selects them) as one array pair per series,
         sorted by key; filters keep only series of that type, node, device name or dimension."""
+        window = self.get_window(
+            start_time, end_time, unit, event_type=event_type, node_id=node_id, name=name, dimension=dimension
+        )
+        if not len(window.values):
+            return {}
+        order = np.lexsort((window.timestamps, window.key_index))
+        key_ids, stamps, values = window.key_index[order], window.timestamps[order], window.values[order]
+        bounds = np.flatnonzero(np.diff(key_ids)) + 1
+        out = {}
+        for lo, hi in zip(np.r_[0, bounds].tolist(), np.r_[bounds, len(key_ids)].tolist(), strict=True):
+            key = window.keys[int(key_ids[lo])]
+            out[key] = MetricSeries(key, stamps[lo:hi], values[lo:hi])
+        return dict(sorted(out.items()))
+
+    def get_window(
+        self,
+        start_time: float,
+        end_time: float,
+        unit: TimeUnits = TimeUnits.MICROSECONDS,
+        *,
+        event_type: str | None = None,
+        node_id: str | None = None,
+        name: str | None = None,
+        dimension: str | None = None,
+    ) -> SystemMetricColumns:
+        """The samples of ``[start, end]`` (as :meth:`get_events` selects them) as one set of columns in
+        file order, filtered as :meth:`get_series`."""
         start_us = int(convert_utc_timestamp_to_microseconds(start_time, unit))
         end_us = int(convert_utc_timestamp_to_microseconds(end_time, unit))
         ids: dict[SeriesKey, int] = {}
@@ -172,23 +199,17 @@ class SystemMetricsReader(MetricsReaderBase):
             if not any(wanted):
                 continue
             mask = window_mask(columns, start_us * 1000, end_us * 1000)
-            mask &= np.array(wanted + [False], dtype=bool)[columns.key_index]
+            mask &= np.array([*wanted, False], dtype=bool)[columns.key_index]
             to_global = np.array([ids.setdefault(k, len(ids)) for k in columns.keys] + [0], dtype=np.int32)
             parts.append((to_global[columns.key_index[mask]], columns.timestamps[mask], columns.values[mask]))
         if not parts:
-            return {}
-        key_ids = np.concatenate([p[0] for p in parts])
-        stamps = np.concatenate([p[1] for p in parts])
-        values = np.concatenate([p[2] for p in parts])
-        order = np.lexsort((stamps, key_ids))
-        key_ids, stamps, values = key_ids[order], stamps[order], values[order]
-        bounds = np.flatnonzero(np.diff(key_ids)) + 1
-        keys = list(ids)
-        out = {}
-        for lo, hi in zip(np.r_[0, bounds].tolist(), np.r_[bounds, len(key_ids)].tolist(), strict=True):
-            key = keys[int(key_ids[lo])]
-            out[key] = MetricSeries(key, stamps[lo:hi], values[lo:hi])
-        return dict(sorted(out.items()))
+            return SystemMetricColumns((), np.empty(0, np.int32), np.empty(0), np.empty(0))
+        return SystemMetricColumns(
+            tuple(ids),
+            np.concatenate([p[0] for p in parts]),
+            np.concatenate([p[2] for p in parts]),
+            np.concatenate([p[1] for p in parts]),
+        )
 
     def get_nodes(self) -> list[str]:
         """The hosts (``algo-N``) that have written system metrics, from the file names."""

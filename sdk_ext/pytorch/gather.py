@@ -409,7 +409,7 @@ def merge_stats(parts: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
 
 
 def stat_value(stats: np.ndarray[Any, Any], op: str) -> float:
-    """One reduction from merged statistics (population std/variance, as :mod:`sdk_ext.hooks.reductions`)."""
+    """One reduction from merged statistics (population std/variance, as :mod:`sdk_ext.format.reductions`)."""
     n = stats[_N]
     value: float
     if op == "min":

@@ -327,6 +327,8 @@ class ShardGather:
             return None
         if task.mode == "stats":
             return np.concatenate([partial_stats(piece, abs_=a) for a in task.variants])
+        if piece.dtype != task.source.dtype:  # a gradient kept in another dtype than its parameter's
+            piece = piece.to(task.source.dtype)
         return piece.detach().reshape(-1).cpu()
 
     def _finish(self, task: _Task, pieces: Mapping[int, Any], write: Writer) -> None:

@@ -8,14 +8,20 @@
 
 Names (smdebug's): parameters ``{ModelClass}_{param path}`` (``Net_fc1.weight``), gradients
 ``gradient/`` + that, module tensors ``{module path}_input_{i}`` / ``_output_{i}`` (the model itself
-and losses by class name: ``Net_output_0``, ``CrossEntropyLoss_output_0``). Parameters are saved at
-the start of a saved step (before that step's update); gradients as backward produces them (a
-rank's own gradients, before any all-reduce). A ``torch.compile``'d model is named like its
-original; its submodules' inputs/outputs are not captured (hooks inside a compiled graph would
-force recompiles), everything else is.
+and losses by class name: ``Net_output_0``, ``CrossEntropyLoss_output_0``). The class and paths are
+the user's model's, whatever wraps it (FSDP1, FSDP2, checkpoint wrappers, torch.compile:
+:mod:`sdk_ext.pytorch.wrappers`); DDP keeps smdebug's ``DistributedDataParallel_module...`` names.
+Parameters are saved at the start of a saved step (before that step's update); gradients of plain
+parameters as backward produces them (a rank's own gradients, before any all-reduce). A sharded
+parameter (FSDP, DTensor) is saved whole, its pieces put together on the writing ranks
+(:mod:`sdk_ext.pytorch.gather`); its gradient is the reduced one, taken when backward ends. A
+``torch.compile``'d model is named like its original; its submodules' inputs/outputs are not captured
+(hooks inside a compiled graph would force recompiles), everything else is. A forward that activation
+checkpointing recomputes during backward is not saved again.
 
 Cost: hooks on submodules are registered only for modules an included collection can claim, and
-gradient hooks only during saved steps, so a step that saves nothing costs two Python calls.
+gradient hooks only during saved steps, so a step that saves nothing costs two Python calls (and no
+communication, sharded or not).
 Workers: ``worker_{rank}`` of ``torch.distributed`` when it is initialized.
 
 ``torch.save(model)`` works with the hook registered: the model pickles without the hook and loads

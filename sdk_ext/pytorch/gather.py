@@ -121,6 +121,19 @@ class _Task:
         return 0
 
 
+@dataclass(slots=True)
+class _Round:
+    """One round of transfers in flight, and what is needed to finish it."""
+
+    tasks: list[_Task]
+    write: Writer
+    works: list[tuple[str, Any]] = field(default_factory=list)
+    outbox: list[torch.Tensor] = field(default_factory=list)  # send buffers, alive until the sends complete
+    inbox: dict[int, tuple[torch.Tensor, list[_Task]]] = field(default_factory=dict)
+    own: dict[int, Any] = field(default_factory=dict)  # task index -> this rank's part (see _finish)
+    absent: set[int] = field(default_factory=set)  # tasks this rank has no value for
+
+
 def _aligned(n: int) -> int:
     return (n + _ALIGN - 1) // _ALIGN * _ALIGN
 
@@ -145,6 +158,7 @@ class ShardGather:
         self._group: Any = None
         self._layouts: dict[str, list[tuple[Region | None, tuple[int, ...]]]] | None = None
         self._skipped: set[str] = set()  # keys whose layout cannot be collected (warned once)
+        self._pending: _Round | None = None  # the last round of the last collection, in flight
 
     # --- setup -----------------------------------------------------------------------------------
 
@@ -177,11 +191,17 @@ class ShardGather:
 
     def collect(self, items: Sequence[Item], write: Writer) -> None:
         """Collect ``items`` (the same list, in the same order, on every rank that holds them) and
-        call ``write`` on each writing rank for each tensor it writes.
+        have ``write`` called on each writing rank for each tensor it writes.
+
+        Every round but the last completes here; the last one's transfers are only started (pieces
+        copied, sends and receives posted), and complete in :meth:`finish`, so that they overlap with
+        training. The caller finishes before the step's files close; a new collection finishes the
+        previous one first.
 
         Raises:
             GatherError: a transfer did not complete within the timeout.
         """
+        self.finish()
         if not items:
             return
         layouts = self._ensure_layouts()
@@ -190,9 +210,24 @@ class ShardGather:
             task = self._task(item, layouts)
             if task is not None:
                 by_group.setdefault(task.source.group, []).append(task)
-        for group in sorted(by_group):  # one global order, so ranks in several groups never wait in a cycle
-            for chunk in self._rounds(by_group[group]):
-                self._exchange(chunk, write)
+        # one global order of rounds, so ranks in several groups never wait in a cycle
+        rounds = [chunk for group in sorted(by_group) for chunk in self._rounds(by_group[group])]
+        for i, chunk in enumerate(rounds):
+            pending = self._start(chunk, write)
+            if i + 1 < len(rounds):
+                self._complete(pending)
+            else:
+                self._pending = pending
+
+    def finish(self) -> None:
+        """Complete the transfers :meth:`collect` left running, and write what they bring.
+
+        Raises:
+            GatherError: a transfer did not complete within the timeout.
+        """
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            self._complete(pending)
 
     def _task(self, item: Item, layouts: Mapping[str, list[tuple[Region | None, tuple[int, ...]]]]) -> _Task | None:
         source = self.sources.get(item.key)
@@ -248,56 +283,71 @@ class ShardGather:
         return [t for t in tasks if t.mode != "shape" and sender in t.members and receiver in t.receivers
                 and sender != receiver]
 
-    def _exchange(self, tasks: Sequence[_Task], write: Writer) -> None:
-        """One round: send this rank's pieces to each receiver, receive from each member, then write."""
+    def _start(self, tasks: Sequence[_Task], write: Writer) -> _Round:
+        """Post one round: this rank's pieces copied and sent to each writer, receives posted, this
+        rank's own part of each tensor it writes taken now (the values of this moment)."""
         import torch.distributed as dist
 
         me = self.rank
-        works: list[tuple[str, Any]] = []
-        inbox: dict[int, tuple[torch.Tensor, list[_Task]]] = {}
-        peers = sorted({r for t in tasks for r in (*t.members, *t.receivers)} - {me})
+        current = _Round(list(tasks), write)
         local: dict[int, torch.Tensor | np.ndarray[Any, Any] | None] = {}  # task index -> this rank's payload
         index = {id(t): i for i, t in enumerate(tasks)}
-        for peer in peers:
+        for peer in sorted({r for t in tasks for r in (*t.members, *t.receivers)} - {me}):
             outgoing = self._carried(tasks, me, peer)
             if outgoing:
                 message = self._pack(outgoing, local, index)
-                works.append((f"sending to rank {peer}", dist.isend(message, dst=peer, group=self._group)))
+                current.outbox.append(message)
+                current.works.append((f"sending to rank {peer}", dist.isend(message, dst=peer, group=self._group)))
             incoming = self._carried(tasks, peer, me)
             if incoming:
                 buffer = torch.empty(self._message_size(incoming, peer), dtype=torch.uint8)
-                inbox[peer] = (buffer, incoming)
-                works.append((f"receiving from rank {peer}", dist.irecv(buffer, src=peer, group=self._group)))
-        for what, work in works:
+                current.inbox[peer] = (buffer, incoming)
+                current.works.append((f"receiving from rank {peer}", dist.irecv(buffer, src=peer, group=self._group)))
+        for i, task in enumerate(tasks):
+            if me not in task.receivers or task.mode == "shape":
+                continue
+            if me not in task.members:
+                current.own[i] = None
+                continue
+            payload = local[i] if i in local else self._local_payload(task)
+            if payload is None:
+                current.absent.add(i)
+            elif isinstance(payload, torch.Tensor):  # raw: placed now, the piece may change before the round ends
+                full = torch.empty(task.source.shape, dtype=task.source.dtype)
+                task.regions[me].place(full, payload)
+                current.own[i] = full
+            else:
+                current.own[i] = payload
+        return current
+
+    def _complete(self, current: _Round) -> None:
+        """Wait for a round's transfers, then put each tensor together and write it."""
+        for what, work in current.works:
             self._wait(work, what)
-        if me not in {r for t in tasks for r in t.receivers}:
-            return
+        me, tasks = self.rank, current.tasks
+        index = {id(t): i for i, t in enumerate(tasks)}
         received: dict[tuple[int, int], torch.Tensor | np.ndarray[Any, Any] | None] = {}
-        for peer, (buffer, incoming) in inbox.items():
+        for peer, (buffer, incoming) in current.inbox.items():
             pos = _aligned(len(incoming))
             for i, task in enumerate(incoming):
                 nbytes = task.payload_bytes(peer)
                 raw = buffer[pos : pos + nbytes]
-                received[(index[id(task)], peer)] = _from_bytes(raw, task) if buffer[i] else None
+                received[(index[id(task)], peer)] = _from_bytes(raw, task) if buffer[i] == 1 else None
                 pos += _aligned(nbytes)
         for i, task in enumerate(tasks):
             if me not in task.receivers:
                 continue
-            pieces: dict[int, Any] = {}
-            for member in task.members if task.mode != "shape" else ():
-                if member == me:
-                    if i not in local:
-                        local[i] = self._local_payload(task)
-                    pieces[member] = local[i]
-                else:
-                    pieces[member] = received[(i, member)]
-            if any(p is None for p in pieces.values()):
+            if task.mode == "shape":
+                current.write(task.item, None, {}, task.source.shape)
+                continue
+            others = {m: received[(i, m)] for m in task.members if m != me}
+            if i in current.absent or any(p is None for p in others.values()):
                 continue  # some rank has no value (no gradient): nothing to write
-            self._finish(task, pieces, write)
+            self._finish(task, current.own[i], others, current.write)
 
     def _pack(self, tasks: Sequence[_Task], local: dict[int, Any], index: Mapping[int, int]) -> torch.Tensor:
         """One message: a presence byte per task (aligned), then each payload at an aligned offset."""
-        message = torch.zeros(self._message_size(tasks, self.rank), dtype=torch.uint8)
+        message = torch.empty(self._message_size(tasks, self.rank), dtype=torch.uint8)  # gaps are never read
         pos = _aligned(len(tasks))
         for i, task in enumerate(tasks):
             key = index[id(task)]
@@ -305,8 +355,8 @@ class ShardGather:
                 local[key] = self._local_payload(task)
             payload = local[key]
             nbytes = task.payload_bytes(self.rank)
+            message[i] = 0 if payload is None else 1
             if payload is not None:
-                message[i] = 1
                 message[pos : pos + nbytes] = _as_bytes(payload)
             pos += _aligned(nbytes)
         return message
@@ -331,25 +381,26 @@ class ShardGather:
             piece = piece.to(task.source.dtype)
         return piece.detach().reshape(-1).cpu()
 
-    def _finish(self, task: _Task, pieces: Mapping[int, Any], write: Writer) -> None:
+    def _finish(self, task: _Task, own: Any, others: Mapping[int, Any], write: Writer) -> None:
+        """Write one tensor: ``own`` is this rank's part (the tensor with its own piece placed, or its
+        statistics; None when it holds no piece), ``others`` the members' pieces."""
         shape = task.source.shape
         if task.mode == "raw":
-            full = torch.empty(shape, dtype=task.source.dtype)
-            for member, piece in pieces.items():
+            full = own if own is not None else torch.empty(shape, dtype=task.source.dtype)
+            for member, piece in others.items():
                 task.regions[member].place(full, piece)
             write(task.item, full, {}, shape)
-        elif task.mode == "stats":
-            stats = np.stack([np.asarray(p, dtype=np.float64) for p in pieces.values()])
-            out_dtype = np.float64 if task.source.dtype.itemsize > 4 else np.float32
-            reductions: Reductions = {}
-            for i, variant in enumerate(task.variants):
-                merged = merge_stats(stats[:, i * _NSTATS : (i + 1) * _NSTATS])
-                for op, is_abs in task.item.plan.ops:
-                    if is_abs == variant:
-                        reductions[(op, is_abs)] = np.array([stat_value(merged, op)], dtype=out_dtype)
-            write(task.item, None, reductions, shape)
-        else:
-            write(task.item, None, {}, shape)
+            return
+        parts = ([] if own is None else [own]) + list(others.values())
+        stats = np.stack([np.asarray(p, dtype=np.float64) for p in parts])
+        out_dtype = np.float64 if task.source.dtype.itemsize > 4 else np.float32
+        reductions: Reductions = {}
+        for i, variant in enumerate(task.variants):
+            merged = merge_stats(stats[:, i * _NSTATS : (i + 1) * _NSTATS])
+            for op, is_abs in task.item.plan.ops:
+                if is_abs == variant:
+                    reductions[(op, is_abs)] = np.array([stat_value(merged, op)], dtype=out_dtype)
+        write(task.item, None, reductions, shape)
 
     def _wait(self, work: Any, what: str) -> None:
         assert self._config is not None

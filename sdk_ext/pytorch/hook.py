@@ -233,13 +233,17 @@ class Hook(BaseHook):
         return self._out is None or not self._out.step_open
 
     def _end_step(self) -> None:
-        if self._step_handles:
-            for handle in self._step_handles:
-                handle.remove()
-            self._step_handles.clear()
-        if self._counts:
-            self._counts.clear()
-        super()._end_step()
+        try:
+            if self._gather is not None:
+                self._gather.finish()  # sharded tensors still in flight go into this step's files
+        finally:
+            if self._step_handles:
+                for handle in self._step_handles:
+                    handle.remove()
+                self._step_handles.clear()
+            if self._counts:
+                self._counts.clear()
+            super()._end_step()
 
     def _sync_candidates(self) -> None:
         """Which parameters, gradients and modules collections can claim (recomputed when collections change)."""

@@ -14,18 +14,21 @@ members of a group send their pieces to each other. So under HSDP each replica's
 trial (the workers of a replica hold the same values), and a drifting replica can be seen.
 
 What travels. A member sends its piece, once, to each writer of its group, over point-to-point
-sends on a gloo group of the hook's own (CPU tensors: a GPU piece is copied to the host first),
-never through the job's NCCL communicator. When the tensor's plan needs only reductions (min, max,
+sends on a gloo group of the hook's own, never through the job's NCCL communicator. When the tensor's plan needs only reductions (min, max,
 mean, sum, prod, std, variance, l1, l2 of a floating-point tensor), each member sends 9 partial
 statistics per variant (plain, abs) instead, and the writer merges them (Chan's pairwise update
 for the variance); a shape-only plan sends nothing. So on a saved step a rank receives less than
 the bytes of the tensors it writes, and sends its own pieces once per writer; a step that saves no
 sharded tensor moves nothing.
 
-Memory. Tensors go in rounds of at most ``GatherConfig.buffer_bytes`` (256 MiB,
-``SDK_EXT_GATHER_BUFFER_BYTES``) of logical tensors, or one tensor when it is larger: per round a
-writer holds the received pieces and the assembled tensors (twice the round's bytes at most), and
-every member holds host copies of its own pieces of the round.
+Copies and memory. Pieces are sent as they are and land in place: a piece that is one contiguous
+range of the whole tensor (FSDP1's flat ranges, FSDP2's row shards) is received straight into it, any
+other into a buffer first; a GPU piece is copied to the host. Tensors go in rounds of at most
+``GatherConfig.buffer_bytes`` (256 MiB, ``SDK_EXT_GATHER_BUFFER_BYTES``) of logical tensors, or one
+tensor when it is larger: a writer holds the round's whole tensors (plus buffers for pieces that are
+not contiguous, at most as much again); a member holds nothing more (host copies of GPU pieces).
+The weights collected at the start of a step complete when its backward ends (their transfers
+overlap with forward and backward, which leave the shards unchanged); gradients complete at once.
 
 Agreement. Which tensors are collected, in which order and rounds, follows from the save policy
 (the same on every rank: same configuration, same step) and from the layouts the ranks exchange
@@ -56,7 +59,6 @@ from sdk_ext.pytorch.wrappers import Region, ShardedSource
 
 logger = logging.getLogger(__name__)
 
-_ALIGN = 16  # every piece starts at a multiple of this in a message, so it can be viewed as its dtype
 _MERGEABLE = frozenset({"min", "max", "mean", "sum", "prod", "std", "variance", "l1", "l2"})
 # partial statistics of a piece, in this order
 _N, _MIN, _MAX, _SUM, _PROD, _MEAN, _M2, _SUMSQ, _SUMABS = range(9)
@@ -128,14 +130,39 @@ class _Round:
     tasks: list[_Task]
     write: Writer
     works: list[tuple[str, Any]] = field(default_factory=list)
-    outbox: list[torch.Tensor] = field(default_factory=list)  # send buffers, alive until the sends complete
-    inbox: dict[int, tuple[torch.Tensor, list[_Task]]] = field(default_factory=dict)
+    buffers: list[torch.Tensor] = field(default_factory=list)  # what transfers read or fill, alive until they end
+    # peer -> (its header, [(task index, task, where its piece lands, whether that is the whole tensor)])
+    inbox: dict[int, tuple[torch.Tensor, list[tuple[int, _Task, torch.Tensor, bool]]]] = field(default_factory=dict)
     own: dict[int, Any] = field(default_factory=dict)  # task index -> this rank's part (see _finish)
     absent: set[int] = field(default_factory=set)  # tasks this rank has no value for
 
+    def post(self, work: Any, buffer: torch.Tensor, what: str) -> None:
+        self.works.append((what, work))
+        self.buffers.append(buffer)
 
-def _aligned(n: int) -> int:
-    return (n + _ALIGN - 1) // _ALIGN * _ALIGN
+
+_PLACED = object()  # a piece received straight into the whole tensor
+
+
+def _in_place(task: _Task, member: int, full: Any) -> torch.Tensor | None:
+    """Where ``member``'s piece lands in the whole tensor ``full`` as bytes, when it is one contiguous
+    range there (FSDP1's flat ranges, row blocks of Shard(0)); None otherwise."""
+    if task.mode != "raw" or not isinstance(full, torch.Tensor):
+        return None
+    region, shape = task.regions[member], task.source.shape
+    if region.flat:
+        start, length = region.offsets[0], region.sizes[0]
+    else:
+        # contiguous in row-major order: every dimension after the first split one is whole, and
+        # every dimension before it has size 1
+        split = next((d for d, (o, n) in enumerate(zip(region.offsets, region.sizes)) if n != shape[d]), len(shape))
+        if any(region.sizes[d] != shape[d] for d in range(split + 1, len(shape))):
+            return None
+        if any(region.sizes[d] != 1 for d in range(split)):
+            return None
+        start = sum(o * math.prod(shape[d + 1 :]) for d, o in enumerate(region.offsets))
+        length = region.numel
+    return full.view(-1)[start : start + length].view(torch.uint8)
 
 
 class ShardGather:
@@ -189,14 +216,14 @@ class ShardGather:
 
     # --- one collection --------------------------------------------------------------------------
 
-    def collect(self, items: Sequence[Item], write: Writer) -> None:
+    def collect(self, items: Sequence[Item], write: Writer, *, defer: bool = False) -> None:
         """Collect ``items`` (the same list, in the same order, on every rank that holds them) and
         have ``write`` called on each writing rank for each tensor it writes.
 
-        Every round but the last completes here; the last one's transfers are only started (pieces
-        copied, sends and receives posted), and complete in :meth:`finish`, so that they overlap with
-        training. The caller finishes before the step's files close; a new collection finishes the
-        previous one first.
+        Pieces are sent as they are, without a copy: they must not change until the collection
+        completes. With ``defer`` (the caller knows they will not change before it calls
+        :meth:`finish`), the last round is only started here and completes in :meth:`finish`, so that
+        its transfers overlap with training. A new collection finishes the previous one first.
 
         Raises:
             GatherError: a transfer did not complete within the timeout.
@@ -214,10 +241,10 @@ class ShardGather:
         rounds = [chunk for group in sorted(by_group) for chunk in self._rounds(by_group[group])]
         for i, chunk in enumerate(rounds):
             pending = self._start(chunk, write)
-            if i + 1 < len(rounds):
-                self._complete(pending)
-            else:
+            if defer and i + 1 == len(rounds):
                 self._pending = pending
+            else:
+                self._complete(pending)
 
     def finish(self) -> None:
         """Complete the transfers :meth:`collect` left running, and write what they bring.
@@ -284,40 +311,59 @@ class ShardGather:
                 and sender != receiver]
 
     def _start(self, tasks: Sequence[_Task], write: Writer) -> _Round:
-        """Post one round: this rank's pieces copied and sent to each writer, receives posted, this
-        rank's own part of each tensor it writes taken now (the values of this moment)."""
+        """Post one round. To each writer: a header (one presence byte per tensor it gets from this rank),
+        then each piece as it is (no copy: the caller keeps the pieces unchanged until the round
+        completes). From each member: the header, then each piece straight into its place in the whole
+        tensor when the piece is contiguous there (else into a buffer). This rank's own piece of each
+        tensor it writes is placed now."""
         import torch.distributed as dist
 
         me = self.rank
         current = _Round(list(tasks), write)
         local: dict[int, torch.Tensor | np.ndarray[Any, Any] | None] = {}  # task index -> this rank's payload
         index = {id(t): i for i, t in enumerate(tasks)}
-        for peer in sorted({r for t in tasks for r in (*t.members, *t.receivers)} - {me}):
-            outgoing = self._carried(tasks, me, peer)
-            if outgoing:
-                message = self._pack(outgoing, local, index)
-                current.outbox.append(message)
-                current.works.append((f"sending to rank {peer}", dist.isend(message, dst=peer, group=self._group)))
-            incoming = self._carried(tasks, peer, me)
-            if incoming:
-                buffer = torch.empty(self._message_size(incoming, peer), dtype=torch.uint8)
-                current.inbox[peer] = (buffer, incoming)
-                current.works.append((f"receiving from rank {peer}", dist.irecv(buffer, src=peer, group=self._group)))
-        for i, task in enumerate(tasks):
+
+        def mine(task: _Task) -> Any:
+            i = index[id(task)]
+            if i not in local:
+                local[i] = self._local_payload(task)
+            return local[i]
+
+        for i, task in enumerate(tasks):  # the whole tensors this rank writes, its own piece in place
             if me not in task.receivers or task.mode == "shape":
                 continue
-            if me not in task.members:
-                current.own[i] = None
-                continue
-            payload = local[i] if i in local else self._local_payload(task)
-            if payload is None:
+            payload = mine(task) if me in task.members else None
+            if me in task.members and payload is None:
                 current.absent.add(i)
-            elif isinstance(payload, torch.Tensor):  # raw: placed now, the piece may change before the round ends
+            elif task.mode == "raw":
                 full = torch.empty(task.source.shape, dtype=task.source.dtype)
-                task.regions[me].place(full, payload)
+                if isinstance(payload, torch.Tensor):
+                    task.regions[me].place(full, payload)
                 current.own[i] = full
             else:
                 current.own[i] = payload
+        for peer in sorted({r for t in tasks for r in (*t.members, *t.receivers)} - {me}):
+            outgoing = self._carried(tasks, me, peer)
+            if outgoing:
+                payloads = [mine(t) for t in outgoing]
+                header = torch.tensor([0 if p is None else 1 for p in payloads], dtype=torch.uint8)
+                current.post(dist.isend(header, dst=peer, group=self._group), header, f"sending to rank {peer}")
+                for task, payload in zip(outgoing, payloads):
+                    data = _as_bytes(payload) if payload is not None else torch.zeros(task.payload_bytes(me),
+                                                                                       dtype=torch.uint8)
+                    current.post(dist.isend(data, dst=peer, group=self._group), data, f"sending to rank {peer}")
+            incoming = self._carried(tasks, peer, me)
+            if incoming:
+                header = torch.empty(len(incoming), dtype=torch.uint8)
+                current.post(dist.irecv(header, src=peer, group=self._group), header, f"receiving from rank {peer}")
+                slots = []
+                for task in incoming:
+                    i = index[id(task)]
+                    target = _in_place(task, peer, current.own.get(i))
+                    slot = target if target is not None else torch.empty(task.payload_bytes(peer), dtype=torch.uint8)
+                    current.post(dist.irecv(slot, src=peer, group=self._group), slot, f"receiving from rank {peer}")
+                    slots.append((i, task, slot, target is not None))
+                current.inbox[peer] = (header, slots)
         return current
 
     def _complete(self, current: _Round) -> None:
@@ -325,15 +371,13 @@ class ShardGather:
         for what, work in current.works:
             self._wait(work, what)
         me, tasks = self.rank, current.tasks
-        index = {id(t): i for i, t in enumerate(tasks)}
-        received: dict[tuple[int, int], torch.Tensor | np.ndarray[Any, Any] | None] = {}
-        for peer, (buffer, incoming) in current.inbox.items():
-            pos = _aligned(len(incoming))
-            for i, task in enumerate(incoming):
-                nbytes = task.payload_bytes(peer)
-                raw = buffer[pos : pos + nbytes]
-                received[(index[id(task)], peer)] = _from_bytes(raw, task) if buffer[i] == 1 else None
-                pos += _aligned(nbytes)
+        received: dict[tuple[int, int], Any] = {}
+        for peer, (header, slots) in current.inbox.items():
+            for (i, task, slot, placed), present in zip(slots, header.tolist()):
+                if not present:
+                    received[(i, peer)] = None
+                else:
+                    received[(i, peer)] = _PLACED if placed else _from_bytes(slot, task)
         for i, task in enumerate(tasks):
             if me not in task.receivers:
                 continue
@@ -343,27 +387,8 @@ class ShardGather:
             others = {m: received[(i, m)] for m in task.members if m != me}
             if i in current.absent or any(p is None for p in others.values()):
                 continue  # some rank has no value (no gradient): nothing to write
-            self._finish(task, current.own[i], others, current.write)
-
-    def _pack(self, tasks: Sequence[_Task], local: dict[int, Any], index: Mapping[int, int]) -> torch.Tensor:
-        """One message: a presence byte per task (aligned), then each payload at an aligned offset."""
-        message = torch.empty(self._message_size(tasks, self.rank), dtype=torch.uint8)  # gaps are never read
-        pos = _aligned(len(tasks))
-        for i, task in enumerate(tasks):
-            key = index[id(task)]
-            if key not in local:
-                local[key] = self._local_payload(task)
-            payload = local[key]
-            nbytes = task.payload_bytes(self.rank)
-            message[i] = 0 if payload is None else 1
-            if payload is not None:
-                message[pos : pos + nbytes] = _as_bytes(payload)
-            pos += _aligned(nbytes)
-        return message
-
-    @staticmethod
-    def _message_size(tasks: Sequence[_Task], sender: int) -> int:
-        return _aligned(len(tasks)) + sum(_aligned(t.payload_bytes(sender)) for t in tasks)
+            self._finish(task, current.own.get(i), {m: p for m, p in others.items() if p is not _PLACED},
+                         current.write)
 
     def _local_payload(self, task: _Task) -> torch.Tensor | np.ndarray[Any, Any] | None:
         """This rank's contribution to ``task``: its piece (raw) or its partial statistics; None if it has none."""
@@ -414,9 +439,10 @@ class ShardGather:
 
 
 def _as_bytes(payload: torch.Tensor | np.ndarray[Any, Any]) -> torch.Tensor:
+    """The payload's bytes, as a view when it is contiguous (no copy)."""
     if isinstance(payload, np.ndarray):
         return torch.from_numpy(np.ascontiguousarray(payload, dtype=np.float64).view(np.uint8))
-    return payload.contiguous().view(torch.uint8).reshape(-1)
+    return payload.contiguous().view(-1).view(torch.uint8)
 
 
 def _from_bytes(raw: torch.Tensor, task: _Task) -> torch.Tensor | np.ndarray[Any, Any]:

@@ -204,15 +204,19 @@ class Hook(BaseHook):
             plan = self.policy.plan(name)
             if plan is not None:
                 self._save(name, plan, param.data)
-        if self._sharded_candidates:
-            self._collect_sharded(self._sharded_candidates, grads=False)
         handles = self._step_handles
         self._grads_armed = False
+        sharded_grads = torch.is_grad_enabled() and any(
+            self.policy.plan(n) is not None for n in self._sharded_grad_candidates)
+        if self._sharded_candidates:
+            # the shards do not change until backward ends, where the gradients' collection finishes
+            # this one: its transfers overlap with forward and backward
+            self._collect_sharded(self._sharded_candidates, grads=False, defer=sharded_grads)
         if torch.is_grad_enabled():
             for name, param in self._grad_candidates:
                 if self.policy.plan(name) is not None:
                     handles.append(param.register_hook(self._gradient_saver(name)))  # type: ignore[no-untyped-call]
-            if any(self.policy.plan(n) is not None for n in self._sharded_grad_candidates):
+            if sharded_grads:
                 assert self._model is not None
                 handles.append(self._model.register_forward_hook(self._arm_backward))
         for mod in self._module_candidates:  # picked up by this very call too (torch reads them after forward)
@@ -287,7 +291,7 @@ class Hook(BaseHook):
 
     # --- sharded parameters (FSDP, DTensor): see sdk_ext.pytorch.gather ------------------------------
 
-    def _collect_sharded(self, names: list[str], *, grads: bool) -> None:
+    def _collect_sharded(self, names: list[str], *, grads: bool, defer: bool = False) -> None:
         """Collect the sharded weights (or gradients) of ``names`` that this step saves; every rank
         calls this at the same point with the same names (the policy is the same everywhere)."""
         items = []
@@ -301,7 +305,7 @@ class Hook(BaseHook):
         if not items:
             return
         if self._gather is not None:
-            self._gather.collect(items, self._write_collected)
+            self._gather.collect(items, self._write_collected, defer=defer)
 
     def _write_collected(self, item: Item, full: torch.Tensor | None, reductions: dict[tuple[str, bool], Any],
                          shape: tuple[int, ...]) -> None:

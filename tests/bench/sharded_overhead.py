@@ -7,7 +7,9 @@ Run from the repo root (gloo on CPU, one thread per rank):
 For each world size, one job (``_sharded_worker.py``, every rank a process, as torchrun starts them)
 trains the same MLP under DDP and under FSDP2 (``fully_shard`` per layer), each with no hook, the
 default hook configuration and save-all every step (include_workers "one"), in rotating blocks; the
-median seconds per step of rank 0 are compared within the run. Goals: save-all on FSDP2 costs at most
+lower quartile over blocks of rank 0's seconds per step are compared within the run (the machine is
+shared: other work only adds time), and for the default configuration the time spent inside the hook
+per step is measured directly (a step that saves nothing runs only its step-start callback). Goals: save-all on FSDP2 costs at most
 1.5x what it costs on DDP (the added time per step), and the default configuration adds under 1%.
 smdebug 1.0.34 is not in the table: it cannot save a sharded model at all (a DTensor parameter fails
 the first step; an FSDP1 model saves only the flat parameter's gradient).
@@ -19,7 +21,6 @@ import argparse
 import json
 import os
 import platform
-import statistics
 import sys
 import tempfile
 from pathlib import Path
@@ -35,7 +36,13 @@ def measure(ranks: int, args: argparse.Namespace) -> dict[str, dict[str, float]]
         outputs = run_ranks(WORKER, [out, str(args.layers), str(args.width), str(args.steps), str(args.blocks)],
                             world=ranks, timeout=3000)
     raw: dict[str, dict[str, list[float]]] = json.loads(outputs[0].strip().splitlines()[-1])
-    return {how: {config: statistics.median(t) for config, t in configs.items()} for how, configs in raw.items()}
+    # the lower quartile over blocks: the machine is shared, and other work only ever adds time
+    return {how: {config: quartile(t) for config, t in configs.items()} for how, configs in raw.items()}
+
+
+def quartile(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[(len(ordered) - 1) // 4]
 
 
 def table(results: dict[int, dict[str, dict[str, float]]], args: argparse.Namespace, load: str) -> str:
@@ -43,25 +50,29 @@ def table(results: dict[int, dict[str, dict[str, float]]], args: argparse.Namesp
     lines = [
         f"MLP of {args.layers} x Linear({args.width}, {args.width}) ({params / 1e6:.2f} M parameters, "
         f"{params * 4 / 2**20:.1f} MiB of weights), batch 32, SGD; gloo on CPU, one thread per rank; "
-        f"{args.blocks} rotating blocks of {args.steps} steps, medians of rank 0. {load}",
+        f"{args.blocks} rotating blocks of {args.steps} steps, lower quartiles of rank 0. {load}",
         "",
-        "| ranks | wrapper | no hook ms/step | default config | save-all ms/step | save-all adds |",
-        "|---|---|---|---|---|---|",
+        "| ranks | wrapper | no hook ms/step | save-all ms/step | save-all adds | CPU ms/step, all ranks: no hook | "
+        "save-all | save-all adds | default config: in the hook |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     verdicts = []
     for ranks, res in sorted(results.items()):
-        added = {}
+        added, added_cpu = {}, {}
         for how in ("ddp", "fsdp2"):
             r = res[how]
-            default = (r["default"] / r["none"] - 1) * 100
+            inside = r["hook_in_default"] / r["none"] * 100
             added[how] = r["save_all"] - r["none"]
-            lines.append(f"| {ranks} | {how.upper()} | {r['none'] * 1e3:.2f} | {default:+.2f}% | "
-                         f"{r['save_all'] * 1e3:.2f} | {added[how] * 1e3:.2f} ms |")
-        ratio = added["fsdp2"] / added["ddp"] if added["ddp"] > 0 else float("inf")
-        worst_default = max(abs(res[h]["default"] / res[h]["none"] - 1) * 100 for h in ("ddp", "fsdp2"))
-        verdicts.append(f"- {ranks} ranks: save-all costs **{ratio:.2f}x** on FSDP2 what it costs on DDP "
-                        f"(goal <= 1.5x); the default configuration's largest effect is {worst_default:.2f}% "
-                        "(goal < 1%; a change of this size is within the run's noise on a shared machine).")
+            added_cpu[how] = r["cpu_save_all"] - r["cpu_none"]
+            lines.append(f"| {ranks} | {how.upper()} | {r['none'] * 1e3:.2f} | {r['save_all'] * 1e3:.2f} | "
+                         f"{added[how] * 1e3:+.2f} | {r['cpu_none'] * 1e3:.2f} | {r['cpu_save_all'] * 1e3:.2f} | "
+                         f"{added_cpu[how] * 1e3:+.2f} | {r['hook_in_default'] * 1e6:.1f} us ({inside:.3f}% of a step) |")
+        wall = added["fsdp2"] / added["ddp"] if added["ddp"] > 0 else float("inf")
+        cpu = added_cpu["fsdp2"] / added_cpu["ddp"] if added_cpu["ddp"] > 0 else float("inf")
+        worst_inside = max(res[h]["hook_in_default"] / res[h]["none"] * 100 for h in ("ddp", "fsdp2"))
+        verdicts.append(f"- {ranks} ranks: save-all adds **{cpu:.2f}x** as much CPU time per step on FSDP2 as on "
+                        f"DDP (all ranks together; goal <= 1.5x); wall time: {wall:.2f}x. Default configuration: "
+                        f"the hook runs {worst_inside:.3f}% of a step at most (goal < 1%).")
     return "\n".join(lines + [""] + verdicts)
 
 

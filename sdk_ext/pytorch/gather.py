@@ -21,9 +21,10 @@ for the variance); a shape-only plan sends nothing. So on a saved step a rank re
 the bytes of the tensors it writes, and sends its own pieces once per writer; a step that saves no
 sharded tensor moves nothing.
 
-Copies and memory. Pieces are sent as they are and land in place: a piece that is one contiguous
-range of the whole tensor (FSDP1's flat ranges, FSDP2's row shards) is received straight into it, any
-other into a buffer first; a GPU piece is copied to the host. Tensors go in rounds of at most
+Copies and memory. Pieces over 64 KiB are sent as they are and land in place: a piece that is one
+contiguous range of the whole tensor (FSDP1's flat ranges, FSDP2's row shards) is received straight
+into it, any other into a buffer first; smaller pieces travel together in one message per pair of
+ranks (a copy each way, fewer messages); a GPU piece is copied to the host. Tensors go in rounds of at most
 ``GatherConfig.buffer_bytes`` (256 MiB, ``SDK_EXT_GATHER_BUFFER_BYTES``) of logical tensors, or one
 tensor when it is larger: a writer holds the round's whole tensors (plus buffers for pieces that are
 not contiguous, at most as much again); a member holds nothing more (host copies of GPU pieces).
@@ -142,6 +143,17 @@ class _Round:
 
 
 _PLACED = object()  # a piece received straight into the whole tensor
+_INLINE = 64 << 10  # pieces up to this size travel inside their header message; larger ones on their own
+_ALIGN = 16  # pieces start at multiples of this in a header message, so they can be viewed as their dtype
+
+
+def _aligned(n: int) -> int:
+    return (n + _ALIGN - 1) // _ALIGN * _ALIGN
+
+
+def _header_size(tasks: Sequence[_Task], sender: int) -> int:
+    """A presence byte per task, then the small pieces (aligned)."""
+    return _aligned(len(tasks)) + sum(_aligned(n) for t in tasks if (n := t.payload_bytes(sender)) <= _INLINE)
 
 
 def _in_place(task: _Task, member: int, full: Any) -> torch.Tensor | None:
@@ -311,11 +323,11 @@ class ShardGather:
                 and sender != receiver]
 
     def _start(self, tasks: Sequence[_Task], write: Writer) -> _Round:
-        """Post one round. To each writer: a header (one presence byte per tensor it gets from this rank),
-        then each piece as it is (no copy: the caller keeps the pieces unchanged until the round
-        completes). From each member: the header, then each piece straight into its place in the whole
-        tensor when the piece is contiguous there (else into a buffer). This rank's own piece of each
-        tensor it writes is placed now."""
+        """Post one round. To each writer: a header message (one presence byte per tensor it gets from
+        this rank, then the pieces of up to 64 KiB, copied in), then each larger piece as it is (no copy:
+        the caller keeps the pieces unchanged until the round completes). From each member: the header,
+        then each larger piece straight into its place in the whole tensor when the piece is contiguous
+        there (else into a buffer). This rank's own piece of each tensor it writes is placed now."""
         import torch.distributed as dist
 
         me = self.rank
@@ -346,21 +358,35 @@ class ShardGather:
             outgoing = self._carried(tasks, me, peer)
             if outgoing:
                 payloads = [mine(t) for t in outgoing]
-                header = torch.tensor([0 if p is None else 1 for p in payloads], dtype=torch.uint8)
+                header = torch.empty(_header_size(outgoing, me), dtype=torch.uint8)  # gaps are never read
+                pos = _aligned(len(outgoing))
+                for j, (task, payload) in enumerate(zip(outgoing, payloads)):
+                    header[j] = 0 if payload is None else 1
+                    nbytes = task.payload_bytes(me)
+                    if nbytes <= _INLINE:  # small: inside the header message (one message, not many)
+                        if payload is not None:
+                            header[pos : pos + nbytes] = _as_bytes(payload)
+                        pos += _aligned(nbytes)
                 current.post(dist.isend(header, dst=peer, group=self._group), header, f"sending to rank {peer}")
                 for task, payload in zip(outgoing, payloads):
-                    data = _as_bytes(payload) if payload is not None else torch.zeros(task.payload_bytes(me),
-                                                                                       dtype=torch.uint8)
-                    current.post(dist.isend(data, dst=peer, group=self._group), data, f"sending to rank {peer}")
+                    if task.payload_bytes(me) > _INLINE:
+                        data = _as_bytes(payload) if payload is not None else torch.zeros(task.payload_bytes(me),
+                                                                                           dtype=torch.uint8)
+                        current.post(dist.isend(data, dst=peer, group=self._group), data, f"sending to rank {peer}")
             incoming = self._carried(tasks, peer, me)
             if incoming:
-                header = torch.empty(len(incoming), dtype=torch.uint8)
+                header = torch.empty(_header_size(incoming, peer), dtype=torch.uint8)
                 current.post(dist.irecv(header, src=peer, group=self._group), header, f"receiving from rank {peer}")
-                slots = []
+                slots: list[tuple[int, _Task, torch.Tensor, bool]] = []
+                pos = _aligned(len(incoming))
                 for task in incoming:
-                    i = index[id(task)]
+                    i, nbytes = index[id(task)], task.payload_bytes(peer)
+                    if nbytes <= _INLINE:
+                        slots.append((i, task, header[pos : pos + nbytes], False))
+                        pos += _aligned(nbytes)
+                        continue
                     target = _in_place(task, peer, current.own.get(i))
-                    slot = target if target is not None else torch.empty(task.payload_bytes(peer), dtype=torch.uint8)
+                    slot = target if target is not None else torch.empty(nbytes, dtype=torch.uint8)
                     current.post(dist.irecv(slot, src=peer, group=self._group), slot, f"receiving from rank {peer}")
                     slots.append((i, task, slot, target is not None))
                 current.inbox[peer] = (header, slots)
@@ -373,7 +399,7 @@ class ShardGather:
         me, tasks = self.rank, current.tasks
         received: dict[tuple[int, int], Any] = {}
         for peer, (header, slots) in current.inbox.items():
-            for (i, task, slot, placed), present in zip(slots, header.tolist()):
+            for (i, task, slot, placed), present in zip(slots, header[: len(slots)].tolist()):
                 if not present:
                     received[(i, peer)] = None
                 else:

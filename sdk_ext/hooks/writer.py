@@ -11,7 +11,11 @@ of a finished trial on S3 fetch it instead of one object per step) and ``trainin
 
 Invariants: a file appears under its final name only when it is complete (Storage commit:
 ``.tmp`` + rename locally, one PUT on S3), and an index file only after its event file, so a
-reader never meets an index pointing into a missing or half-written event file. Records are
+reader never meets an index pointing into a missing or half-written event file: an index file
+whose event file is missing or shorter than it says is damage, not a step still being written.
+Each index file carries the CRC-32C of its event file, of each record and of itself
+(:mod:`sdk_ext.format.checksums`; ``checksums=False`` writes exactly smdebug's bytes), so a reader
+names every damaged value instead of returning it. Records are
 written while the step runs (a tensor's bytes go straight from the array to the file, never
 copied into a Python buffer first), so the caller may change the array as soon as
 :meth:`TrialWriter.write_tensor` returns.
@@ -45,6 +49,7 @@ from typing import Any
 import numpy as np
 
 from sdk_ext.exceptions import StorageError
+from sdk_ext.format.checksums import crc32c, extend_parts
 from sdk_ext.format.collection_file import CollectionsFile, encode_collections
 from sdk_ext.format.consolidated import ConsolidatedEncoder, consolidated_key
 from sdk_ext.format.events import encode_tensor_record_parts
@@ -149,10 +154,13 @@ class _Prepared:
 class _OpenStep:
     """The step being written."""
 
-    __slots__ = ("event_file", "index", "mode", "mode_step", "offset", "shapes", "step", "tensors", "writer")
+    __slots__ = ("crcs", "event_file", "file_crc", "index", "mode", "mode_step", "offset", "shapes", "step", "tensors",
+                 "writer")
 
     def __init__(self, step: int, mode: ModeKeys, mode_step: int) -> None:
         self.step, self.mode, self.mode_step = step, mode, mode_step
+        self.crcs: list[int] = []  # CRC-32C of each record, in order
+        self.file_crc = 0  # CRC-32C of the event file so far
         self.writer: ObjectWriter | None = None
         self.index: _Prepared | None = None
         self.offset = 0
@@ -173,6 +181,9 @@ class TrialWriter:
             step is complete before the next one starts (see the module doc).
         spool: write through this upload spool to ``storage`` (remote storage; ``background`` is
             then not needed: committing to the spool is a local rename).
+        consolidate: also write the consolidated index at close.
+        checksums: give each index file the CRC-32C of its event file, records and itself (False:
+            exactly smdebug's bytes).
     """
 
     def __init__(
@@ -185,8 +196,10 @@ class TrialWriter:
         lag: int = 0,
         spool: UploadSpool | None = None,
         consolidate: bool = True,
+        checksums: bool = True,
     ) -> None:
         self.storage = storage
+        self.checksums = checksums
         self.spool = spool
         self.worker = worker
         self._summary: tuple[ConsolidatedEncoder, ObjectWriter] | None = None
@@ -299,10 +312,17 @@ class TrialWriter:
             st.writer = (self.spool or self.storage).open_write(st.event_file)
         writer = st.writer
         if length < 4096:
-            writer.write(b"".join(parts))
+            record = b"".join(parts)
+            writer.write(record)
+            if self.checksums:
+                st.crcs.append(crc32c(record))
+                st.file_crc = crc32c(record, st.file_crc)
         else:
             for part in parts:
                 writer.write(part)
+            if self.checksums:
+                st.crcs.append(extend_parts(0, parts))
+                st.file_crc = extend_parts(st.file_crc, parts)
         st.tensors.append(TensorEntry(name, st.offset, length))
         st.offset += length
         self.bytes_written += length
@@ -323,7 +343,8 @@ class TrialWriter:
             self._discard(st.index)
             return False
         head, tail = encode_index_parts(
-            IndexFile(st.mode, st.mode_step, st.event_file if st.tensors else None, tuple(st.tensors), tuple(st.shapes))
+            IndexFile(st.mode, st.mode_step, st.event_file if st.tensors else None, tuple(st.tensors), tuple(st.shapes)),
+            checks=((st.file_crc, st.crcs) if st.tensors else (None, [])) if self.checksums else None,
         )
         data = head + tail
         event_writer = st.writer if st.tensors else None

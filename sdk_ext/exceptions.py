@@ -129,11 +129,12 @@ class DamagedDataError(SdkExtError):
         key: the damaged file (a key under the trial root, or a path), if known.
         offset: the byte offset in it where the damage was found, if known.
         tensor: the tensor whose value could not be read, if known.
+        step: the global step being read (or judged by a rule), if known.
     """
 
     def __init__(self, message: str, *, key: str | None = None, offset: int | None = None,
-                 tensor: str | None = None) -> None:
-        self.key, self.offset, self.tensor = key, offset, tensor
+                 tensor: str | None = None, step: int | None = None) -> None:
+        self.key, self.offset, self.tensor, self.step = key, offset, tensor, step
         super().__init__(message)
 
 
@@ -160,10 +161,10 @@ class MissingEventFileError(DamagedDataError):
     worker has written later steps since."""
 
     def __init__(self, key: str, reason: str, *, tensor: str | None = None, step: int | None = None) -> None:
-        self.reason, self.step = reason, step
-        at = f" step {step}" if step is not None else ""
+        self.reason = reason
+        at = f" at step {step}" if step is not None else ""
         what = f" (value of {tensor!r}{at})" if tensor is not None else ""
-        super().__init__(f"{key}: event file damaged{what}: {reason}", key=key, tensor=tensor)
+        super().__init__(f"{key}: event file damaged{what}: {reason}", key=key, tensor=tensor, step=step)
 
 
 class UnsupportedDtypeError(SdkExtError, TypeError):

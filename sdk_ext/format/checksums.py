@@ -34,6 +34,8 @@ import google_crc32c
 
 from sdk_ext.exceptions import IndexReaderException
 
+Buffer = bytes | bytearray | memoryview
+_any_buffer_crc: Callable[[Buffer, int], int] | None
 try:  # hardware CRC-32C over any buffer (numpy arrays, memoryviews, mmaps) without a copy
     from crc32c import crc32c as _any_buffer_crc
 except ImportError:  # pragma: no cover - google_crc32c takes bytes only: copy the rest first
@@ -45,9 +47,6 @@ _OPEN = b', "' + KEY.encode() + b'": "'  # what precedes the digits (json.dumps'
 _CLOSE = b'"}, '  # what follows them: the end of meta and the separator before tensor_payload
 DIGITS = 8
 _google_extend: Callable[[int, bytes], int] = google_crc32c.extend
-
-Buffer = bytes | bytearray | memoryview
-
 
 def crc32c(data: Buffer, crc: int = 0) -> int:
     """CRC-32C of ``data`` (continuing ``crc``, the CRC of the bytes before it); any contiguous buffer."""

@@ -29,6 +29,8 @@ from sdk_ext.modes import ModeKeys
 
 #: the top-level keys of an index document (any other is damage, e.g. a flipped bit in ``tensor_payload``)
 TOP_LEVEL = frozenset(("meta", "tensor_payload", "shape_payload"))
+#: the keys of ``meta`` (any other is damage, e.g. a flipped bit in the checksum key's name)
+META_KEYS = frozenset(("mode", "mode_step", "event_file_name", checksums.KEY))
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +127,9 @@ def parse_index(data: bytes, *, key: str = "<index>") -> IndexFile:
     meta = doc.get("meta")
     if not isinstance(meta, dict) or not meta:
         raise _fail(key, "meta section is not present")
+    if not meta.keys() <= META_KEYS:
+        raise _fail(key, f"unexpected keys in meta {sorted(meta.keys() - META_KEYS)} (a writer makes only "
+                    f"{', '.join(sorted(META_KEYS))})")
     if "tensor_payload" not in doc and "shape_payload" not in doc:
         raise _fail(key, "neither tensor_payload nor shape_payload is present")
     if not doc.keys() <= TOP_LEVEL:
@@ -170,4 +175,4 @@ def parse_index(data: bytes, *, key: str = "<index>") -> IndexFile:
     return IndexFile(mode, mode_step, event_file, tuple(tensors), tuple(shapes), checks)
 
 
-__all__ = ["TOP_LEVEL", "IndexFile", "ShapeEntry", "TensorEntry", "encode_index", "encode_index_parts", "parse_index"]
+__all__ = ["META_KEYS", "TOP_LEVEL", "IndexFile", "ShapeEntry", "TensorEntry", "encode_index", "encode_index_parts", "parse_index"]

@@ -23,7 +23,7 @@ from operator import add
 from sdk_ext.exceptions import IndexReaderException
 from sdk_ext.format import checksums
 from sdk_ext.format.checksums import IndexChecks
-from sdk_ext.format.index import TOP_LEVEL, IndexFile, parse_index
+from sdk_ext.format.index import META_KEYS, TOP_LEVEL, IndexFile, parse_index
 from sdk_ext.format.paths import EVENTS_DIR, REDUCTION_PREFIX, parse_event_key, parse_reduction_name
 from sdk_ext.format.paths import event_key as step_event_key
 from sdk_ext.modes import ModeKeys
@@ -207,6 +207,8 @@ class StepFileParser:
         if not doc.keys() <= TOP_LEVEL:
             raise _Malformed
         meta = doc["meta"]
+        if not meta.keys() <= META_KEYS:
+            raise _Malformed
         mode = _MODES.get(meta["mode"]) or _MODES[meta["mode"].strip()]
         mode_step = meta["mode_step"]
         if type(mode_step) is not int or mode_step < 0:

@@ -19,8 +19,8 @@ import numpy as np
 from sdk_ext.format import checksums
 from sdk_ext.format.checksums import crc32c
 from sdk_ext.format.consolidated import CONSOLIDATED_DIR, consolidated_key, parse_consolidated
-from sdk_ext.format.index import parse_index
 from sdk_ext.format.events import decode_tensor_event
+from sdk_ext.format.index import parse_index
 from sdk_ext.format.paths import reduction_tensor_name
 from sdk_ext.format.records import iter_records
 from sdk_ext.hooks import (

@@ -135,9 +135,11 @@ def test_a_refused_index_file_makes_only_its_step_unreadable(tmp_path, outside, 
     with pytest.raises(IndexReaderException, match=rf"step {DAMAGED} .*{INDEX}"):
         trial.tensor("a").value(DAMAGED)
     for name, k in (("a", 0), ("b", 1), ("c", 2)):  # every other step reads back exactly
-        got = trial.tensor(name).values()
+        got = {s: trial.tensor(name).value(s) for s in trial.tensor(name).steps()}
         assert sorted(got) == trial.steps()
         assert all(np.array_equal(v, value(s, k)) for s, v in got.items())
+        with pytest.raises(IndexReaderException, match=INDEX):  # all steps at once: never a silent gap
+            trial.tensor(name).values()
 
 
 def read_damaged(trial: Any, name: str, how: str) -> Any:

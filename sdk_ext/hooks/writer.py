@@ -48,7 +48,7 @@ from typing import Any
 
 import numpy as np
 
-from sdk_ext.exceptions import StorageError
+from sdk_ext.exceptions import StorageError, StorageNotFound
 from sdk_ext.format.checksums import crc32c, extend_parts
 from sdk_ext.format.collection_file import CollectionsFile, encode_collections
 from sdk_ext.format.consolidated import ConsolidatedEncoder, consolidated_key
@@ -211,8 +211,11 @@ class TrialWriter:
         self._local = storage if background and spool is None and isinstance(storage, LocalStorage) else None
         self._prepare = self._local is not None
         self.dropped_steps = 0  #: steps the full spool refused
+        #: steps whose files vanished before they were committed (the trial directory was deleted)
+        self.vanished_steps: list[int] = []
         self._next: tuple[_Prepared | None, _Prepared | None] | None = None  # (event, index) of the step expected next
         self._last_saved = -2
+        self._collections_at: str | None = None  # the collections file written (local), to see it vanish
         self._step: _OpenStep | None = None
         self.bytes_written = 0
 
@@ -364,12 +367,27 @@ class TrialWriter:
 
         def commit() -> None:
             if event_writer is not None:
-                event_writer.commit()
+                try:
+                    event_writer.commit()
+                except StorageNotFound:  # its directory was deleted with the file in it: the step is lost
+                    logger.debug("the event file of step %d vanished before its commit", st.step, exc_info=True)
+                    self.vanished_steps.append(st.step)
+                    return  # no index for an event file that is not there
+                except OSError:  # a full disk: free what this step took, so the collections file may still fit
+                    with contextlib.suppress(OSError):
+                        event_writer.abort()
+                        if index is not None and index.usable():
+                            index.writer.abort()
+                    raise
+            key = index_key(st.step, self.worker)
             if index is not None and index.usable():
-                index.writer.write(data)
-                index.writer.commit()
+                try:
+                    index.writer.write(data)
+                    index.writer.commit()
+                except StorageNotFound:  # made ahead in a directory deleted since: write it anew
+                    self.storage.write(key, data)
             else:
-                self.storage.write(index_key(st.step, self.worker), data)
+                self.storage.write(key, data)
             self._summarize(st.step, head, tail)
 
         self._run(commit, inline=self.lag == 0)
@@ -401,6 +419,14 @@ class TrialWriter:
         if summary is not None:
             with contextlib.suppress(Exception):
                 summary[1].abort()
+
+    def drop_consolidated(self, why: str) -> None:
+        """Give up the consolidated index (its file so far is removed; readers read the index files)."""
+        if not self._summary_done:
+            if self._committer is not None and self.spool is None:
+                with contextlib.suppress(StorageError):
+                    self._committer.join()
+            self._drop_summary(why)
 
     def finish_index(self) -> None:
         """Commit the consolidated index of every step committed so far (after them; called at close,
@@ -440,13 +466,26 @@ class TrialWriter:
             logger.debug("could not remove the temporary files of step %d", st.step, exc_info=True)
 
     def write_collections(self, collections: CollectionsFile) -> None:
-        """(Re)write this worker's collections file, atomically."""
+        """(Re)write this worker's collections file, atomically, before returning (a reader cannot open
+        the trial without it, so a failure, e.g. a full disk, is the caller's to see, not a background
+        thread's). Through a spool: queued like a step.
+
+        Raises:
+            StorageError: it could not be written (a local disk).
+        """
         data = encode_collections(collections)
         key = collections_key(self.worker)
         if self.spool is not None:
             self.spool.write(key, data)
             return
-        self._run(lambda: self.storage.write(key, data), inline=False)
+        self.storage.write(key, data)
+        self._collections_at = key
+
+    def collections_missing(self) -> bool:
+        """Whether the collections file this writer wrote is gone (its trial directory was deleted or
+        emptied while training); False through a spool (remote storage), where that is not checked."""
+        key = self._collections_at
+        return key is not None and self.spool is None and not self.storage.exists(key)
 
     def write_end_marker(self) -> None:
         """Write the empty ``training_job_end.ts`` after everything queued so far (the consolidated

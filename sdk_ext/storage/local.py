@@ -11,10 +11,10 @@ only when other threads let go). Directories known to exist are not looked up ag
 from __future__ import annotations
 
 import builtins
+import contextlib
 import errno
 import itertools
 import mmap
-import contextlib
 import os
 import secrets
 import threading

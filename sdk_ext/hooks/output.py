@@ -153,6 +153,12 @@ class TrialOutput:
         writer = self.writer
         if not writer.step_open:
             return
+        try:
+            name.encode("utf-8")  # every record holds its name as UTF-8 (a lone surrogate has none)
+        except UnicodeEncodeError as err:
+            self.warn_once(name, "name", "tensor %a not saved: its name cannot be written as UTF-8 (%s); the other "
+                           "tensors are saved", name, err)
+            return
         shape = tuple(array.shape) if array is not None else shape
         if shape is None or math.prod(shape) == 0:
             self.warn_once(name, "empty", "tensor %r is empty; empty tensors are not saved", name)

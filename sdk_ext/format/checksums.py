@@ -141,6 +141,8 @@ def check(value: bytes, before: Buffer, after_crc: int, *, key: str) -> IndexChe
         claimed = int(value[-DIGITS:], 16)
     except ValueError:
         raise _fail(key, "its checksum value is not hexadecimal") from None
+    if value[-DIGITS:] != b"%08x" % claimed:  # the only spelling a writer makes (I does not cover its own)
+        raise _fail(key, f"its checksum {value[-DIGITS:].decode(errors='replace')!r} is not 8 lowercase hex digits")
     if crc32c(before, after_crc) != claimed:
         raise _fail(key, f"its CRC-32C does not match its bytes (stored {claimed:08x})")
     # I covers the other digits: they are as written (hexadecimal), so they are parsed when used

@@ -10,7 +10,14 @@ import pytest
 from sdk_ext.exceptions import IndexReaderException
 from sdk_ext.format import checksums
 from sdk_ext.format.checksums import crc32c
-from sdk_ext.format.index import IndexFile, ShapeEntry, TensorEntry, encode_index, encode_index_parts, parse_index
+from sdk_ext.format.index import (
+    IndexFile,
+    ShapeEntry,
+    TensorEntry,
+    encode_index,
+    encode_index_parts,
+    parse_index,
+)
 from sdk_ext.modes import ModeKeys
 from sdk_ext.trials.index.step_files import StepFileParser
 

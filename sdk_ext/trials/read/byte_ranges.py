@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from sdk_ext.exceptions import StorageError, StorageNotFound
-from sdk_ext.storage import ReadRequest, Storage
+from sdk_ext.storage import MemoryMaps, ReadRequest, Storage
 
 #: zero bytes after the rows, so that the batch decoder's fixed reach past a record start stays inside
 PAD = 512
@@ -55,6 +55,7 @@ class Slabs:
     def __init__(
         self,
         storage: Storage,
+        maps: MemoryMaps | None,
         *,
         budget: int,
         slab_bytes: int,
@@ -66,7 +67,7 @@ class Slabs:
         #: files with checksums whose bytes were handed out unchecked: their records need checking one by one
         self.unverified: set[str] = set()
         self._storage = storage
-        self._map = getattr(storage, "map", None)
+        self._map = maps.map if maps is not None else None
         self._maps: dict[str, memoryview] = {}
         self._unmappable = False  # mapping failed once (limits): files are read range by range
         self.budget = budget

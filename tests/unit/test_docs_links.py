@@ -3,9 +3,10 @@
 * Every relative link (``[text](target)``, ``[ref]: target``) in docs/*.md, README.md and CONTRIBUTING.md
   names a file or directory of the repository, and a ``#anchor`` on a Markdown target (or on the same
   document) names one of its headings.
-* Every ``docs/<page>.md#<anchor>`` cited anywhere in sdk_ext/, lambda/, rules/, infra/, tests/ and
-  examples/ (code comments, docstrings, READMEs) names an existing heading of that page, so a comment such
-  as "see docs/RULES.md#vanishinggradient" keeps pointing somewhere when headings change.
+* Every ``docs/<page>.md#<anchor>`` (and ``README.md#``, ``CONTRIBUTING.md#``, ``BENCHMARKS.md#`` of the
+  repository root) cited anywhere in sdk_ext/, lambda/, rules/, infra/, tests/ and examples/ (code
+  comments, docstrings, READMEs) names an existing heading of that page, so a comment such as
+  "see docs/RULES.md#vanishinggradient" keeps pointing somewhere when headings change.
 * Every built-in rule has its own heading in docs/RULES.md (its SageMaker name).
 
 Anchors are GitHub's: the heading's text (inline code, links and emphasis rendered as text), lowercased,
@@ -41,8 +42,10 @@ _REF_DEFINITION = re.compile(r"^\s{0,3}\[[^\]]+\]:\s*<?(\S+?)>?(?:\s.*)?$")
 _LINK_TEXT = re.compile(r"!?\[((?:[^\[\]]|\[[^\]]*\])*)\]\([^)]*\)")
 _HTML_TAG = re.compile(r"<[^>]+>")
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
-# a citation of a page of docs/ with an anchor, in any text of the repository
-_CITATION = re.compile(r"(?<![\w-])docs/([A-Za-z0-9_.-]+\.md)#([A-Za-z0-9_-]+)")
+# a citation of a page of docs/ (or of a top-level document) with an anchor, in any text of the repository
+_CITATION = re.compile(
+    r"(?<![\w-])(docs/[A-Za-z0-9_.-]+\.md|(?<![/.])(?:README|CONTRIBUTING|BENCHMARKS)\.md)#([A-Za-z0-9_-]+)"
+)
 
 
 def outside_code(text: str) -> Iterator[tuple[int, str]]:
@@ -154,14 +157,14 @@ def broken_citations(root: Path, files: list[Path]) -> list[str]:
             for match in _CITATION.finditer(line):
                 page, anchor = match.groups()
                 if page not in pages:
-                    doc = root / "docs" / page
+                    doc = root / page
                     pages[page] = anchors(doc.read_text(encoding="utf-8")) if doc.is_file() else None
                 known = pages[page]
-                where = f"{path.relative_to(root)}:{number}: docs/{page}#{anchor}"
+                where = f"{path.relative_to(root)}:{number}: {page}#{anchor}"
                 if known is None:
-                    problems.append(f"{where}: docs/{page} does not exist")
+                    problems.append(f"{where}: {page} does not exist")
                 elif anchor not in known:
-                    problems.append(f"{where}: no heading of docs/{page} has that anchor")
+                    problems.append(f"{where}: no heading of {page} has that anchor")
     return problems
 
 
@@ -240,11 +243,20 @@ def test_checker_reports_citations_of_missing_pages_and_headings(tmp_path: Path)
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "RULES.md").write_text("# Rules\n### VanishingGradient\n", encoding="utf-8")
     code = tmp_path / "rule.py"
-    rules, nope = "docs/RULES.md", "docs/NOPE.md"  # (never followed by '#' here: not citations themselves)
-    code.write_text(f'"""See {rules}#vanishinggradient and {rules}#no-such-rule."""\n# {nope}#x\n',
-                    encoding="utf-8")
+    (tmp_path / "README.md").write_text("# Project\n## Reading a trial\n", encoding="utf-8")
+    (tmp_path / "rules").mkdir()
+    (tmp_path / "rules" / "README.md").write_text("# Evaluator\n", encoding="utf-8")
+    code = tmp_path / "rule.py"
+    # (spelled apart: never followed by '#' in this file, so the repository scan does not check them)
+    rules, nope, readme, nested = "docs/RULES.md", "docs/NOPE.md", "README.md", "rules/README.md"
+    code.write_text(
+        f'"""See {rules}#vanishinggradient and {rules}#no-such-rule."""\n# {nope}#x\n'
+        f"# {readme}#reading-a-trial {readme}#gone {nested}#evaluator (not the root README)\n",
+        encoding="utf-8",
+    )
     problems = broken_citations(tmp_path, [code])
     assert problems == [
         f"rule.py:1: {rules}#no-such-rule: no heading of {rules} has that anchor",
         f"rule.py:2: {nope}#x: {nope} does not exist",
+        f"rule.py:3: {readme}#gone: no heading of {readme} has that anchor",
     ]

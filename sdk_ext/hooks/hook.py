@@ -403,11 +403,11 @@ class Hook(HookSteps):
             self._claim = claim
             return True
         logger.warning(
-            "sdk_ext hook (pid %d): another process (pid %s) is writing the trial %s as worker_0, so this one "
-            "saves nothing. Processes started with torch.multiprocessing or multiprocessing have no rank of "
-            "their own; to save from each, initialize torch.distributed before the first step (each then "
+            "sdk_ext hook (pid %d): another process is writing the trial %s as worker_0 (it holds %s), so this "
+            "one saves nothing. Processes started with torch.multiprocessing or multiprocessing have no rank "
+            "of their own; to save from each, initialize torch.distributed before the first step (each then "
             "writes as worker_{rank}) or give each its own out_dir.",
-            os.getpid(), claim.holder() or "?", self.out_dir,
+            os.getpid(), self.out_dir, claim.path,
         )
         return False
 

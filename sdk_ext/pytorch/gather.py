@@ -56,14 +56,11 @@ import torch
 from sdk_ext.exceptions import SdkExtError
 from sdk_ext.hooks.output import Reductions
 from sdk_ext.hooks.policy import TensorPlan
+from sdk_ext.pytorch.partial_stats import MERGEABLE, NSTATS, merge_stats, partial_stats, stat_value
 from sdk_ext.pytorch.wrappers import Region, ShardedSource
 
 logger = logging.getLogger(__name__)
 
-_MERGEABLE = frozenset({"min", "max", "mean", "sum", "prod", "std", "variance", "l1", "l2"})
-# partial statistics of a piece, in this order
-_N, _MIN, _MAX, _SUM, _PROD, _MEAN, _M2, _SUMSQ, _SUMABS = range(9)
-_NSTATS = 9
 
 
 class GatherError(SdkExtError):
@@ -120,7 +117,7 @@ class _Task:
         if self.mode == "raw":
             return self.regions[rank].numel * self.source.dtype.itemsize
         if self.mode == "stats":
-            return _NSTATS * 8 * len(self.variants)
+            return NSTATS * 8 * len(self.variants)
         return 0
 
 
@@ -293,7 +290,7 @@ class ShardGather:
         if numel == 0:
             mode = "shape"
         elif (self._need_array(plan) or not source.dtype.is_floating_point
-              or any(op not in _MERGEABLE for op, _ in plan.ops)):
+              or any(op not in MERGEABLE for op, _ in plan.ops)):
             mode = "raw"
         elif plan.ops:
             mode = "stats"
@@ -447,7 +444,7 @@ class ShardGather:
         out_dtype = np.float64 if task.source.dtype.itemsize > 4 else np.float32
         reductions: Reductions = {}
         for i, variant in enumerate(task.variants):
-            merged = merge_stats(stats[:, i * _NSTATS : (i + 1) * _NSTATS])
+            merged = merge_stats(stats[:, i * NSTATS : (i + 1) * NSTATS])
             for op, is_abs in task.item.plan.ops:
                 if is_abs == variant:
                     reductions[(op, is_abs)] = np.array([stat_value(merged, op)], dtype=out_dtype)
@@ -477,67 +474,4 @@ def _from_bytes(raw: torch.Tensor, task: _Task) -> torch.Tensor | np.ndarray[Any
     return raw.view(task.source.dtype)
 
 
-# --- partial statistics ---------------------------------------------------------------------------
-
-
-def partial_stats(piece: torch.Tensor, *, abs_: bool) -> np.ndarray[Any, Any]:
-    """The 9 statistics of one piece (count, min, max, sum, prod, mean, M2, sum of squares, sum of |x|),
-    in float64, from which :func:`merge_stats` gives every mergeable reduction of the whole tensor."""
-    with torch.no_grad():
-        x = piece.detach().reshape(-1).to(torch.float64)
-        if abs_:
-            x = x.abs()
-        n = x.numel()
-        if n == 0:
-            return np.array([0, np.inf, -np.inf, 0, 1, 0, 0, 0, 0], dtype=np.float64)
-        mean = x.mean()
-        values = torch.stack([
-            torch.tensor(float(n), dtype=torch.float64, device=x.device), x.min(), x.max(), x.sum(), x.prod(), mean,
-            ((x - mean) ** 2).sum(), (x * x).sum(), x.abs().sum(),
-        ])
-        return values.cpu().numpy()
-
-
-def merge_stats(parts: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
-    """Statistics of the union of pieces (one row of :func:`partial_stats` each)."""
-    parts = parts[parts[:, _N] > 0]
-    out = np.zeros(_NSTATS, dtype=np.float64)
-    n = parts[:, _N].sum()
-    out[_N] = n
-    out[_MIN], out[_MAX] = parts[:, _MIN].min(), parts[:, _MAX].max()
-    out[_SUM], out[_PROD] = parts[:, _SUM].sum(), np.prod(parts[:, _PROD])
-    mean = out[_SUM] / n
-    out[_MEAN] = mean
-    out[_M2] = (parts[:, _M2] + parts[:, _N] * (parts[:, _MEAN] - mean) ** 2).sum()
-    out[_SUMSQ], out[_SUMABS] = parts[:, _SUMSQ].sum(), parts[:, _SUMABS].sum()
-    return out
-
-
-def stat_value(stats: np.ndarray[Any, Any], op: str) -> float:
-    """One reduction from merged statistics (population std/variance, as :mod:`sdk_ext.format.reductions`)."""
-    n = stats[_N]
-    value: float
-    if op == "min":
-        value = stats[_MIN]
-    elif op == "max":
-        value = stats[_MAX]
-    elif op == "mean":
-        value = stats[_MEAN]
-    elif op == "sum":
-        value = stats[_SUM]
-    elif op == "prod":
-        value = stats[_PROD]
-    elif op == "variance":
-        value = stats[_M2] / n
-    elif op == "std":
-        value = math.sqrt(stats[_M2] / n)
-    elif op == "l1":
-        value = stats[_SUMABS]
-    elif op == "l2":
-        value = math.sqrt(stats[_SUMSQ])
-    else:
-        raise ValueError(f"reduction {op!r} cannot be merged from pieces")
-    return float(value)
-
-
-__all__ = ["GatherConfig", "GatherError", "Item", "ShardGather", "merge_stats", "partial_stats", "stat_value"]
+__all__ = ["GatherConfig", "GatherError", "Item", "ShardGather"]

@@ -1,0 +1,1 @@
+"""Profiling: smdebug's ``smdebug.profiler`` module paths (readers of profiler-output/, the profiler rules)."""

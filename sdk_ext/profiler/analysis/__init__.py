@@ -1,0 +1,1 @@
+"""Analysis of profiler output (smdebug's ``smdebug.profiler.analysis``): the profiler rules."""

@@ -120,7 +120,7 @@ class StepTimeline:
         self.global_mode_as = global_mode_as
         self._clock = clock
         self._pid = os.getpid()
-        self._base_us = int(clock() * 1e6)
+        self._base_us = round(clock() * 1e6)
         self._phase_pids: dict[str, int] = {}
         self._open: Step | None = None
         self._start = 0.0
@@ -245,8 +245,8 @@ class StepTimeline:
                     continue
                 mode = self.global_mode_as
             phase = f"Step:ModeKeys.{mode.name}"
-            start_us = int(start * 1e6)
-            end_us = max(start_us, int(end * 1e6))
+            start_us = round(start * 1e6)
+            end_us = max(start_us, round(end * 1e6))
             hour = time.strftime("%Y%m%d%H", time.gmtime(end))
             if self._file is not None and hour != self._file_hour:
                 self._write_lines(lines)

@@ -200,6 +200,7 @@ class JobRunner:
             "Command": self._command.argv if self._command else None,
             "TrainingPid": self._training.pid if self._training else None,
             "TrainingExitCode": self._training.poll() if self._training else None,
+            "MonitorPid": self._monitor.pid if self._monitor else None,
             "Rules": {r.name: {"Step": state.step, "Pid": r.child.pid, "ExitCode": r.child.poll(),
                                "StatusFile": str(r.status_path), "Log": str(r.child.log_path)}
                       for r in self._rules if (state := self.job.rules().get(r.name)) is not None},

@@ -16,7 +16,6 @@ The data source (``base_trial``) is anything with smdebug's ``ProfilerTrial`` in
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import os
@@ -28,6 +27,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from sdk_ext.exceptions import RuleEvaluationConditionMet
+from sdk_ext.format.profiler_records import RuleReport, encode_rule_report
 from sdk_ext.profiler.analysis.rules.windows import FrameworkWindow, SystemWindow
 from sdk_ext.rules.builtin.base import BuiltinRule
 from sdk_ext.rules.time_limit import invocation_limit
@@ -157,16 +157,28 @@ class ProfilerRule(BuiltinRule):
         :class:`SystemWindow` / :class:`FrameworkWindow`, or smdebug-style event lists); else it is read
         from the trial.
         """
-        system = self.system_window(timestamp_start, timestamp_end, sys_events) if self.uses_system \
-            else SystemWindow()
-        framework = self.framework_window(timestamp_start, timestamp_end, framework_events) \
-            if self.uses_framework else FrameworkWindow()
+        system, framework = SystemWindow(), FrameworkWindow()
+        if self.uses_system:
+            system = self.system_window(timestamp_start, timestamp_end, sys_events)
+        elif sys_events is None:
+            self._drain("system_window", timestamp_start, timestamp_end)
+        if self.uses_framework:
+            framework = self.framework_window(timestamp_start, timestamp_end, framework_events)
+        elif framework_events is None:
+            self._drain("framework_window", timestamp_start, timestamp_end)
         self.windows += 1
         return self.evaluate(system, framework, timestamp_start, timestamp_end)
 
     def evaluate(self, system: SystemWindow, framework: FrameworkWindow, start_us: int, end_us: int) -> bool:
         """Take in one window; True when the rule has fired so far (RuleTriggered > 0)."""
         raise NotImplementedError
+
+    def _drain(self, method: str, start: int, end: int) -> None:
+        """Take the window the rule ignores from a source that hands each record out once and then frees it
+        (ProfilerTrial), so that its memory stays bounded."""
+        reader = getattr(self.base_trial, method, None)
+        if callable(reader):
+            reader(start, end)
 
     def system_window(self, start: int, end: int, given: Any = None) -> SystemWindow:
         if isinstance(given, SystemWindow):
@@ -216,10 +228,16 @@ def json_ready(value: Any) -> Any:
 
 
 def write_report(directory: Path, rule_name: str, report: Mapping[str, Any]) -> Path:
-    """Atomically replace ``<directory>/<rule_name>.json`` with ``report`` (a reader never sees half of it)."""
+    """Atomically replace ``<directory>/<rule_name>.json`` with ``report`` (a reader never sees half of it).
+
+    ``report`` has the keys of smdebug's report dict (RuleTriggered, Violations, Details, Datapoints,
+    RuleParameters); numpy numbers become JSON numbers and NaN becomes null.
+    """
     directory.mkdir(parents=True, exist_ok=True)
     target = directory / f"{rule_name}.json"
-    data = json.dumps(json_ready(report), allow_nan=False).encode("utf-8")
+    ready = json_ready(report)
+    data = encode_rule_report(RuleReport(ready["RuleTriggered"], ready["Violations"], ready["Details"],
+                                         ready["Datapoints"], ready["RuleParameters"]))
     fd, tmp = tempfile.mkstemp(prefix=f".{rule_name}.", suffix=".tmp", dir=directory)
     try:
         with os.fdopen(fd, "wb") as f:

@@ -171,9 +171,8 @@ def _num(value: Any) -> str:
 # --- rules ------------------------------------------------------------------------------------------
 
 def rules_command(args: argparse.Namespace, console: Console) -> int:
-    from sdk_ext.trials import create_trial
-
     from sdk_ext.profiler.profiler_trial import profiler_root
+    from sdk_ext.trials import create_trial
 
     if not args.rule and not args.custom_rule:
         raise ConfigError("name at least one --rule NAME or --custom-rule FILE.py:CLASS", where="arguments")

@@ -209,6 +209,8 @@ def collect(path: str | os.PathLike[str], *, job_file: str | os.PathLike[str] | 
     verdicts = verdicts_of(job)
     around = _job_context(job, job_dir)
     around["profile"] = profile_of(path, job, job_dir, max_points=max_points)
+    if around["profile"] is not None and not (job or {}).get("DebugRuleConfigurations"):
+        around["no_data"] = None  # a job that only profiles saving no tensors is not a problem
     try:
         trial = create_trial(trial_path, timeout=trial_timeout)
     except MissingCollectionFiles:

@@ -250,6 +250,8 @@ def render_html(data: ReportData) -> str:
     # an XGBoost trial has no gradients or weights to chart: no empty sections for them
     xgboost_only = (data.importance is not None or bool(data.metrics.series)) and not (
         data.gradients.series or data.weights.series)
+    # a job that profiled but saved no tensors (and ran no Debugger rule): no empty tensor charts
+    profile_only = data.profile is not None and not data.steps and not data.verdicts
     job_rows = [
         ("training job", escape(str(job.get("TrainingJobName", "")))),
         ("status", _badge(job["TrainingJobStatus"]) + f" {escape(str(job.get('SecondaryStatus', '')))}"
@@ -278,7 +280,8 @@ def render_html(data: ReportData) -> str:
         *(chart_html(title, y_label, getattr(data, field_name), markers, empty, x_range)
           for key, (title, y_label, field_name, empty) in CHARTS.items()
           if (key not in ("scalars", "metrics") or getattr(data, field_name).series)
-          and not (xgboost_only and key in ("gradients", "weights"))),
+          and not (xgboost_only and key in ("gradients", "weights"))
+          and not profile_only),
         importance_html(data.importance),
         "<h2>Job</h2>" + _facts(job_rows) if job else "", "<h2>Trial</h2>" + _facts(trial_rows),
         (f"<footer>Written by sdk_ext {escape(__version__)} on "

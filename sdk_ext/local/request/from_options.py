@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import smdebug_rulesconfig as rule_configs
-
 from smdebug_rulesconfig.profiler_rules import rules as profiler_configs
 
 from sdk_ext.debugger import CollectionConfig, DebuggerHookConfig, ProfilerRule, Rule, apply_debugger

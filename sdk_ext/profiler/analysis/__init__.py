@@ -1,1 +1,2 @@
-"""Analysis of profiler output (smdebug's ``smdebug.profiler.analysis``): the profiler rules."""
+"""Analysis of profiler output (smdebug's ``smdebug.profiler.analysis``): helpers (``utils``) and the profiler
+rules (``rules``)."""

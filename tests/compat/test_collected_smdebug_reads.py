@@ -21,7 +21,7 @@ HERE = Path(__file__).resolve().parent
 
 def _smdebug_reads(smdebug_python: Path, root: Path, tmp_path: Path) -> dict:
     out = tmp_path / "smdebug.json"
-    subprocess.run([str(smdebug_python), str(HERE / "smdebug_read_profiler.py"), str(root), str(out)], check=True,
+    subprocess.run([str(smdebug_python), str(HERE / "smdebug_read_collected.py"), str(root), str(out)], check=True,
                    capture_output=True, timeout=120)
     return json.loads(out.read_text())
 

@@ -1,7 +1,7 @@
 """Run with the smdebug venv's interpreter: dump what real smdebug 1.0.34's profiler readers read from a
 profiler output directory, as JSON.
 
-Usage: python smdebug_read_profiler.py PROFILER_OUTPUT OUT_JSON  (smdebug logs to stdout, so the result goes to a
+Usage: python smdebug_read_collected.py PROFILER_OUTPUT OUT_JSON  (smdebug logs to stdout, so the result goes to a
 file). Imports nothing from sdk_ext: this runs in smdebug's own venv.
 """
 

@@ -127,6 +127,7 @@ class JobRunner:
         self._channels: dict[str, Path] = {}
         self._rule_arns = self._arns("DebugRuleConfigurations")
         self._pending_profiler_rules: list[dict[str, Any]] = []  # added by UpdateTrainingJob; started by run()
+        self._evaluator: list[str] | None = None  # the rule evaluator's command (deployment.evaluator_command)
         profiler_arns = self._arns("ProfilerRuleConfigurations")
         skipped = {r["RuleConfigurationName"]: why for r in self.request.get("ProfilerRuleConfigurations") or []
                    if (why := rule_jobs.not_evaluated_locally(r)) is not None}
@@ -297,6 +298,12 @@ class JobRunner:
         named like a Debugger rule: ``rules/<name>-profiler``)."""
         env = rule_jobs.evaluator_env(os.environ, deployment.child_pythonpath(os.environ.get("PYTHONPATH")))
         name = rule["RuleConfigurationName"]
+        if self._evaluator is None:  # a job that had no rules until UpdateTrainingJob added one
+            try:
+                self._evaluator = deployment.evaluator_command(self.settings.rules_dir)
+            except ConfigError as err:
+                self.job.update_rule(name, status="Error", details=f"InternalError: {err}", profiler=profiler)
+                return
         debug_names = {r["RuleConfigurationName"] for r in self.request.get("DebugRuleConfigurations") or []}
         out = self.dir.rule_dir(f"{name}-profiler" if profiler and name in debug_names else name)
         out.mkdir(parents=True, exist_ok=True)

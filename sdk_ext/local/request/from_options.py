@@ -54,10 +54,12 @@ def builtin_rule(name: str) -> dict[str, Any]:
     table = {k: v for k, v in table.items() if k in runnable}
     if found is None:
         names = sorted(_call(v)["DebugRuleConfiguration"]["RuleConfigurationName"] for v in table.values())
-        close = difflib.get_close_matches(_key(name), [_key(n) for n in names], n=1, cutoff=0.6)
-        guess = next((f"did you mean {n}? " for n in names if close and _key(n) == close[0]), "")
+        candidates = [*names, *PROFILER_RULE_NAMES]
+        close = difflib.get_close_matches(_key(name), [_key(n) for n in candidates], n=1, cutoff=0.6)
+        guess = next((f"did you mean {n}? " for n in candidates if close and _key(n) == close[0]), "")
         raise ConfigError(f"--rule {name!r}: not a built-in rule; {guess}choose one of {', '.join(names)} "
-                          "(or --custom-rule FILE.py:CLASS)", where="arguments")
+                          f"(or --custom-rule FILE.py:CLASS); profiler rules: {', '.join(PROFILER_RULE_NAMES)}",
+                          where="arguments")
     config: dict[str, Any] = _call(found)
     return config
 

@@ -135,3 +135,26 @@ def test_without_the_request_asking_a_profiler_rule_does_not_stop_the_job(tmp_pa
 
 def _has_gpu(job_dir: Path) -> bool:
     return any("gpu" in p.read_text() for p in (job_dir / "profiler-output" / "system").rglob("*.json"))
+
+
+def test_update_training_job_adds_a_profiler_rule_to_a_running_job(tmp_path):
+    import threading
+
+    from sdk_ext.local import LocalSageMakerClient
+    from tests.functional.local.support import poll_until
+
+    request = _request("prof-update", [], **{"start-delay": "2", "steps": "300", "work-ms": "2", "slow-every": "25",
+                                              "slow-ms": "100"})
+    client = LocalSageMakerClient(settings(tmp_path, rules_dir=None, rule_poll_interval=0.1,
+                                           profiler_file_seconds=1.0))
+    runner = client.prepare_job(request, entry_point=write_script(tmp_path, TRAIN))
+    thread = threading.Thread(target=runner.run, daemon=True)
+    thread.start()
+    poll_until(lambda: client.describe_training_job(TrainingJobName="prof-update")["SecondaryStatus"] == "Training")
+    added = ProfilerRule.sagemaker(rule_configs.StepOutlier()).to_profiler_rule_config_dict()
+    client.update_training_job(TrainingJobName="prof-update", ProfilerRuleConfigurations=[added])
+    thread.join(timeout=90)
+    final = client.describe_training_job(TrainingJobName="prof-update")
+    assert final["TrainingJobStatus"] == "Completed"
+    status = _profiler_statuses(final)["StepOutlier"]
+    assert status["RuleEvaluationStatus"] == "IssuesFound" and "outlier steps: 24, 49" in status["StatusDetails"]

@@ -283,7 +283,8 @@ def render_html(data: ReportData) -> str:
           and not (xgboost_only and key in ("gradients", "weights"))
           and not profile_only),
         importance_html(data.importance),
-        "<h2>Job</h2>" + _facts(job_rows) if job else "", "<h2>Trial</h2>" + _facts(trial_rows),
+        "<h2>Job</h2>" + _facts(job_rows) if job else "",
+        "" if profile_only else "<h2>Trial</h2>" + _facts(trial_rows),
         (f"<footer>Written by sdk_ext {escape(__version__)} on "
          f"{datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M:%S UTC')}. Red crosses on a chart's top edge: "
          "NaN or infinite values; rings on the bottom edge of a log axis: zeros. Dashed lines: rules that found "

@@ -30,7 +30,7 @@ CHECKS: dict[str, str] = {
     "MaxInitializationTime": "Training that has not reached its first step after threshold minutes.",
     "Dataloader": "Too few or too many dataloader processes for the host's cores.",
     "OverallFrameworkMetrics": "Where the framework's time went (report only; never finds issues).",
-    "ProfilerReport": "Runs every profiler rule above and reports once the job has ended.",
+    "ProfilerReport": "Runs every profiler rule (its rows below) and reports once the job has ended.",
 }
 
 #: What to try when a profiler rule finds issues.

@@ -15,6 +15,7 @@ keeping every outlier.
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 from collections.abc import Mapping, Sequence
@@ -27,6 +28,7 @@ import numpy as np
 from sdk_ext.exceptions import SdkExtError
 from sdk_ext.format.profiler_paths import PROFILER_OUTPUT_DIR, RULE_REPORTS_DIR
 from sdk_ext.format.profiler_records import decode_rule_report
+from sdk_ext.profiler.analysis.rules.profiler_report import SUMMARY_FILE
 from sdk_ext.profiler.analysis.rules.series import FloatArray, group_sum
 from sdk_ext.profiler.analysis.rules.step_outlier import outlier_mask
 from sdk_ext.profiler.analysis.rules.windows import (
@@ -38,6 +40,7 @@ from sdk_ext.profiler.analysis.rules.windows import (
     SystemWindow,
 )
 from sdk_ext.profiler.profiler_trial import ProfilerTrial, profiler_root
+from sdk_ext.rules.status import CHECKED_NOTHING
 from sdk_ext.storage import open_storage
 
 logger = logging.getLogger(__name__)
@@ -303,14 +306,38 @@ def _report_words(report: Mapping[str, Any]) -> str:
             if report.get("RuleTriggered") else f"no issue over {report.get('Datapoints', 0)} datapoints")
 
 
+def _summary(reports_dir: Path) -> dict[str, Any]:
+    """ProfilerReport's profiler-rules-summary.json beside ``reports_dir`` (empty when absent or unreadable)."""
+    try:
+        loaded = json.loads((reports_dir.parent / SUMMARY_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    rules = loaded.get("rules") if isinstance(loaded, dict) else None
+    return rules if isinstance(rules, dict) else {}
+
+
+def _sub_verdicts(reports_dir: Path, parent: str, findings: Mapping[str, str]) -> list[ProfilerVerdict]:
+    """One verdict per sub-rule report of ProfilerReport: fired (with its finding), quiet, or judged nothing."""
+    summary = _summary(reports_dir)
+    out = []
+    for sub, report in read_reports(reports_dir).items():
+        said = summary.get(sub) or {}
+        if report["RuleTriggered"]:
+            out.append(ProfilerVerdict(sub, "IssuesFound", said.get("finding") or findings.get(sub)
+                                       or _report_words(report), report, parent))
+        elif said.get("checked_nothing"):
+            out.append(ProfilerVerdict(sub, "NoIssuesFound", f"{CHECKED_NOTHING} {said['checked_nothing']}", report,
+                                       parent))
+        else:
+            out.append(ProfilerVerdict(sub, "NoIssuesFound", _report_words(report), report, parent))
+    return out
+
+
 def verdicts(job: Mapping[str, Any] | None, job_dir: Path | None, reports_dir: Path | None) -> list[ProfilerVerdict]:
     """Each profiler rule's verdict (see the module docstring)."""
     out: list[ProfilerVerdict] = []
     if reports_dir is not None:
-        for name, report in read_reports(reports_dir).items():
-            status = "IssuesFound" if report["RuleTriggered"] else "NoIssuesFound"
-            out.append(ProfilerVerdict(name, status, _report_words(report), report, "ProfilerReport"))
-        return out
+        return _sub_verdicts(reports_dir, "ProfilerReport", {})
     for status in (job or {}).get("ProfilerRuleEvaluationStatuses") or []:
         name = status.get("RuleConfigurationName", "")
         details = status.get("StatusDetails") or ""
@@ -318,12 +345,8 @@ def verdicts(job: Mapping[str, Any] | None, job_dir: Path | None, reports_dir: P
         reports = read_reports(directory) if directory is not None else {}
         rule = _rule_to_invoke(job, name)
         out.append(ProfilerVerdict(name, status.get("RuleEvaluationStatus", ""), details, reports.get(rule)))
-        if rule == "ProfilerReport":
-            findings = _findings(details)
-            for sub, report in reports.items():
-                sub_status = "IssuesFound" if report["RuleTriggered"] else "NoIssuesFound"
-                out.append(ProfilerVerdict(sub, sub_status, findings.get(sub) or _report_words(report), report,
-                                           name))
+        if rule == "ProfilerReport" and directory is not None:
+            out += _sub_verdicts(directory, name, _findings(details))
     return out
 
 

@@ -98,6 +98,8 @@ def test_slow_steps_in_a_cpu_bound_loop(tmp_path):
     usage = json.loads((reports / "OverallSystemUsage.json").read_text())["Details"]["CPU"]["algo-1"]
     assert usage["max"] >= 40  # the busy loop kept at least one core busy (mean over the host's cores)
     assert (job_dir / "rules" / "ProfilerReport" / "profiler-output" / "profiler-report.html").is_file()
+    summary = json.loads((reports.parent / "profiler-rules-summary.json").read_text())["rules"]
+    assert summary["StepOutlier"]["RuleTriggered"] >= 1 and "outlier steps" in summary["StepOutlier"]["finding"]
     assert json.loads((job_dir / "rules" / "StepOutlier" / "profiler-output" / "profiler-reports" /
                        "StepOutlier.json").read_text())["RuleTriggered"] >= 1
     assert described["SdkExtLocal"]["ProfilerRules"]["StepOutlier"]["ExitCode"] == 3
@@ -106,6 +108,8 @@ def test_slow_steps_in_a_cpu_bound_loop(tmp_path):
     assert page.profile is not None and "Utilization on algo-1" in html and "Step durations: TRAIN" in html
     assert "ules found issues: StepOutlier, ProfilerReport; the job is Completed" in html
     assert "No debugging data was saved" not in html and "No loss tensors" not in html
+    if not _has_gpu(job_dir):  # ProfilerReport's own rows say which of its rules judged nothing
+        assert html.count("checked nothing") >= 6
     assert wait_gone(job_pids(job_dir), timeout=0) == []
 
 

@@ -227,6 +227,25 @@ def json_ready(value: Any) -> Any:
     return value
 
 
+def write_json(path: Path, value: Any) -> Path:
+    """Atomically replace ``path`` with ``value`` as strict JSON (see :func:`json_ready`)."""
+    import json
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(json.dumps(json_ready(value), allow_nan=False, indent=1).encode("utf-8"))
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    return path
+
+
 def write_report(directory: Path, rule_name: str, report: Mapping[str, Any]) -> Path:
     """Atomically replace ``<directory>/<rule_name>.json`` with ``report`` (a reader never sees half of it).
 
@@ -253,4 +272,4 @@ def write_report(directory: Path, rule_name: str, report: Mapping[str, Any]) -> 
 
 
 __all__ = ["DEFAULT_SCAN_INTERVAL_US", "REPORTS_DIR", "ProfilerData", "ProfilerRule", "format_parameter",
-           "json_ready", "write_report"]
+           "json_ready", "write_json", "write_report"]

@@ -8,7 +8,9 @@ them; newer rulesconfig versions send them inside ``custom_rule_parameters`` (a 
 ignored. An unknown rule or parameter is a ConfigError that lists the valid ones.
 
 Each window is read once and handed to every sub-rule; after each window every sub-rule's report is
-written to ``<output>/profiler-reports/<Rule>.json``. ProfilerReport never stops early: once the job's
+written to ``<output>/profiler-reports/<Rule>.json``, and ``<output>/profiler-rules-summary.json`` (sdk_ext's
+addition, outside ``profiler-reports/`` whose every file the original notebook reads as a rule's report) says
+for each sub-rule whether it fired, what it found, and why it judged nothing when its data was missing. ProfilerReport never stops early: once the job's
 data has all been seen it raises RuleEvaluationConditionMet (``end_of_rule``) if any sub-rule fired, else
 NoMoreProfilerData. A sub-rule that raises is logged and recorded in the report; the others go on.
 """
@@ -24,7 +26,12 @@ from pathlib import Path
 from typing import Any
 
 from sdk_ext.exceptions import ConfigError, NoMoreProfilerData, RuleEvaluationConditionMet
-from sdk_ext.profiler.analysis.rules.base import DEFAULT_SCAN_INTERVAL_US, ProfilerRule, write_report
+from sdk_ext.profiler.analysis.rules.base import (
+    DEFAULT_SCAN_INTERVAL_US,
+    ProfilerRule,
+    write_json,
+    write_report,
+)
 from sdk_ext.profiler.analysis.rules.batch_size import BatchSize
 from sdk_ext.profiler.analysis.rules.cpu_bottleneck import CPUBottleneck
 from sdk_ext.profiler.analysis.rules.dataloader import Dataloader
@@ -46,7 +53,8 @@ SUB_RULES: tuple[type[ProfilerRule], ...] = (
     CPUBottleneck, IOBottleneck, LowGPUUtilization, StepOutlier, GPUMemoryIncrease, BatchSize,
     MaxInitializationTime, LoadBalancing, OverallSystemUsage, Dataloader, OverallFrameworkMetrics,
 )
-IGNORED = ("opt_out_telemetry",)  # rulesconfig >= 1.0.2 sends it; nothing here reports telemetry
+IGNORED = ("opt_out_telemetry",)
+SUMMARY_FILE = "profiler-rules-summary.json"  # rulesconfig >= 1.0.2 sends it; nothing here reports telemetry
 
 
 def rule_parameters(cls: type) -> list[str]:
@@ -193,12 +201,20 @@ class ProfilerReport(ProfilerRule):
             self.finding = "; ".join(f"{r.rule_name}: {r.finding}" if r.finding else r.rule_name for r in fired)
         return bool(fired)
 
+    def summary(self) -> dict[str, Any]:
+        """Per sub-rule: RuleTriggered, Violations, its finding, and its note when it judged nothing."""
+        return {"rules": {r.rule_name: {"RuleTriggered": int(r.report["RuleTriggered"]),
+                                        "Violations": int(r.report["Violations"]), "finding": r.finding,
+                                        "checked_nothing": r.coverage_note()} for r in self.rules},
+                "errors": dict(self.report["Details"]["errors"])}
+
     def save_report(self) -> Path | None:
         """Write every sub-rule's report (not ProfilerReport's own: the directory holds the rules' reports)."""
         if self.report_dir is None:
             return None
         for rule in self.rules:
             write_report(self.report_dir, rule.rule_name, rule.report)
+        write_json(self.report_dir.parent / SUMMARY_FILE, self.summary())
         if self.on_report is not None:
             try:
                 self.on_report(self.report_dir)
@@ -207,4 +223,4 @@ class ProfilerReport(ProfilerRule):
         return self.report_dir
 
 
-__all__ = ["IGNORED", "SUB_RULES", "ProfilerReport", "rule_parameters", "split_overrides"]
+__all__ = ["IGNORED", "SUB_RULES", "SUMMARY_FILE", "ProfilerReport", "rule_parameters", "split_overrides"]

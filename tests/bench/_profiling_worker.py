@@ -99,6 +99,13 @@ def sdk_ext_timeline(out):
             "hook_step_us_on": statistics.median(times["on"])}
 
 
+def _pct(a, b):
+    """Median and quartiles over rounds of 100 * (a / b - 1)."""
+    ratios = sorted(100.0 * (x / y - 1.0) for x, y in zip(a, b))
+    q = statistics.quantiles(ratios, n=4)
+    return {"median": statistics.median(ratios), "q1": q[0], "q3": q[2]}
+
+
 def sdk_ext_monitor(out, seconds, interval_ms):
     import psutil
     import torch
@@ -144,7 +151,7 @@ def sdk_ext_monitor(out, seconds, interval_ms):
         # step time with the monitor running vs stopped, alternating
         times = {"running": [], "stopped": [], "stopped_again": []}
         order = ["running", "stopped", "stopped_again"]
-        for r in range(60):
+        for r in range(120):
             for name in order[r % 3:] + order[:r % 3]:
                 if name == "running":
                     monitor.send_signal(signal.SIGCONT)
@@ -160,6 +167,9 @@ def sdk_ext_monitor(out, seconds, interval_ms):
     return {"monitor_cpu_s": cpu, "monitor_wall_s": wall, "monitor_cpu_percent": 100.0 * cpu / wall,
             "train_steps": steps, "cores": psutil.cpu_count(),
             "step_ms": {k: statistics.median(v) for k, v in times.items()},
+            # per round (three adjacent blocks), so drift between rounds cancels: percent over the stopped block
+            "running_vs_stopped_pct": _pct(times["running"], times["stopped"]),
+            "stopped_again_vs_stopped_pct": _pct(times["stopped_again"], times["stopped"]),
             }
 
 

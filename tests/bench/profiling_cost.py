@@ -49,8 +49,7 @@ def render(ours: dict[str, Any], theirs: dict[str, Any] | None, command: str, lo
     smdebug_us = f"{theirs['timeline_us_per_step']:.1f}" if theirs else "n/a"
     ratio = f"{ours['timeline_us_per_step'] / theirs['timeline_us_per_step']:.3f}" if theirs else ""
     step = ours["step_ms"]
-    floor = 100.0 * (step["stopped_again"] / step["stopped"] - 1)
-    impact = 100.0 * (step["running"] / step["stopped"] - 1)
+    impact, floor = ours["running_vs_stopped_pct"], ours["stopped_again_vs_stopped_pct"]
     return "\n".join([
         "## Profiling: step timeline and system monitor costs (issue 23)",
         "",
@@ -68,7 +67,10 @@ def render(ours: dict[str, Any], theirs: dict[str, Any] | None, command: str, lo
         f"{ours['monitor_cpu_percent']:.2f} ({ours['monitor_cpu_s']:.2f} s) | (no monitor) | |",
         f"| MLP step, ms: monitor running / stopped / stopped again | {step['running']:.3f} / {step['stopped']:.3f} / "
         f"{step['stopped_again']:.3f} | | |",
-        f"| monitor's effect on step time vs the noise floor, % | {impact:+.1f} vs {floor:+.1f} | | |",
+        f"| step time, monitor running vs stopped, % (median of 120 paired rounds, quartiles) | {impact['median']:+.2f} "
+        f"({impact['q1']:+.1f} .. {impact['q3']:+.1f}) | | |",
+        f"| noise floor: stopped again vs stopped, % (same) | {floor['median']:+.2f} ({floor['q1']:+.1f} .. "
+        f"{floor['q3']:+.1f}) | | |",
     ])
 
 

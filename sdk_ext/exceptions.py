@@ -148,6 +148,10 @@ class UnsupportedDtypeError(SdkExtError, TypeError):
     """A value cannot be stored in (or decoded from) the format."""
 
 
+class EmptyTensorError(SdkExtError, ValueError):
+    """A reduction of a tensor with no elements was asked for: there is nothing to reduce."""
+
+
 class ConfigError(SdkExtError, ValueError):
     """Invalid configuration. Holds every problem found, so one fix round is enough."""
 
@@ -188,6 +192,7 @@ __all__ = [
     "ConfigError",
     "CorruptProfilerRecordError",
     "CorruptRecordError",
+    "EmptyTensorError",
     "IndexReaderException",
     "InsufficientInformationForRuleInvocation",
     "InvalidCollectionConfiguration",

@@ -119,7 +119,7 @@ class SystemMetricsReader(MetricsReaderBase):
     def parse_event_files(self, event_files: Sequence[str]) -> None:
         """Read these files into the parser (smdebug's step; :meth:`get_events` does not need it)."""
         for name, columns in self._decoded([f for f in event_files if f not in self._parsed_files]):
-            self._SystemProfilerEventParser._events.extend(events_from_columns(columns))
+            self._SystemProfilerEventParser.add_events(events_from_columns(columns))
             self._parsed_files.add(name)
 
     def get_events(

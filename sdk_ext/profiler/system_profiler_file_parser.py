@@ -114,7 +114,11 @@ class SystemProfilerEventParser:
         columns = decode_system_metric_columns(data, name=name)
         if columns.torn_tail:
             self.logger.debug("skipped the torn last line of %s", name)
-        self._events.extend(events_from_columns(columns))
+        self.add_events(events_from_columns(columns))
+
+    def add_events(self, events: Iterable[ProfilerSystemEvent]) -> None:
+        """Keep these events (a reader's decoded file)."""
+        self._events.extend(events)
 
     def read_events_from_json_data(self, system_profiler_json_data: Iterable[Mapping[str, Any]]) -> None:
         for event in system_profiler_json_data:

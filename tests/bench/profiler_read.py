@@ -160,8 +160,9 @@ def main(argv: list[str] | None = None) -> int:
         "## Profiler: reading an hour of system metrics (96 vCPUs, 8 GPUs, 100 ms)\n\n"
         f"`SMDEBUG_PYTHON=.venv-smdebug/bin/python python -m tests.bench.profiler_read --repeat {args.repeat}{scale} "
         f"--write-md` ({platform.machine()}, {os.cpu_count()} cores shared with other work, load average "
-        f"{load[0]:.1f} at the start; Python {platform.python_version()}). Best of {args.repeat} runs each, "
-        "interleaved, a fresh process per run, warm page cache; the readers agreed on every window's sample count.\n\n"
+        f"{load[0]:.1f} at the start; Python {platform.python_version()}). "
+        + (f"Best of {args.repeat} runs each, interleaved" if args.repeat > 1 else "One run each")
+        + ", a fresh process per run, warm page cache; the readers agreed on every window's sample count.\n\n"
         + table(best, lines, size)
     )
     print(body)

@@ -39,13 +39,10 @@ import socket
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from sdk_ext.modes import ModeKeys
 from sdk_ext.profiler import config as profiler_config
-
-if TYPE_CHECKING:
-    from sdk_ext.hooks.step_counter import Step  # the hooks import this module, not the other way round
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +53,19 @@ FLUSH_SECONDS = 1.0
 _MAX_BUFFERED = 4096
 _PARTIAL = re.compile(r"\.(.+)\.\d+_" + re.escape(SUFFIX) + r"\.tmp")
 _FILE_NUMBERS = itertools.count(1)  # hidden file names unique in the process, whatever the timelines
+
+
+class Step(Protocol):
+    """A hook's step (sdk_ext.hooks.step_counter.Step; the hooks import this module, not the other way round)."""
+
+    @property
+    def global_step(self) -> int: ...
+
+    @property
+    def mode(self) -> ModeKeys: ...
+
+    @property
+    def mode_step(self) -> int: ...
 
 
 class StepObserver(Protocol):
@@ -364,5 +374,5 @@ def recover(out_dir: str | os.PathLike[str]) -> list[Path]:
     return found
 
 
-__all__ = ["FRAMEWORK_DIR", "PEVENTS_DIR", "SUFFIX", "StepObserver", "StepTimeline", "from_config", "node_id",
+__all__ = ["FRAMEWORK_DIR", "PEVENTS_DIR", "SUFFIX", "Step", "StepObserver", "StepTimeline", "from_config", "node_id",
            "recover"]

@@ -160,7 +160,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
     parent = os.getppid()
-    monitor.run(stop, still_wanted=lambda: os.getppid() == parent)  # the parent's end ends the monitor too
+    try:
+        monitor.run(stop, still_wanted=lambda: os.getppid() == parent)  # the parent's end ends the monitor too
+    except RuntimeError as err:  # psutil missing: say how to install it, without a traceback
+        print(f"monitor: {err}", file=sys.stderr)
+        return 1
     logger.info("monitor %s: %d samples, %d files", args.host, monitor.samples, len(monitor.writer.published))
     return 0
 

@@ -30,6 +30,7 @@ Cost: a step costs a clock read and a list append; events are formatted and writ
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import os
@@ -38,13 +39,10 @@ import socket
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from sdk_ext.modes import ModeKeys
 from sdk_ext.profiler import config as profiler_config
-
-if TYPE_CHECKING:
-    from sdk_ext.hooks.step_counter import Step  # the hooks import this module, not the other way round
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +52,20 @@ SUFFIX = "pythontimeline.json"
 FLUSH_SECONDS = 1.0
 _MAX_BUFFERED = 4096
 _PARTIAL = re.compile(r"\.(.+)\.\d+_" + re.escape(SUFFIX) + r"\.tmp")
+_FILE_NUMBERS = itertools.count(1)  # hidden file names unique in the process, whatever the timelines
+
+
+class Step(Protocol):
+    """A hook's step (sdk_ext.hooks.step_counter.Step; the hooks import this module, not the other way round)."""
+
+    @property
+    def global_step(self) -> int: ...
+
+    @property
+    def mode(self) -> ModeKeys: ...
+
+    @property
+    def mode_step(self) -> int: ...
 
 
 class StepObserver(Protocol):
@@ -133,7 +145,6 @@ class StepTimeline:
         self._file_opened = 0.0
         self._file_hour = ""
         self._file_end_us = 0
-        self._files = 0
         self._config_seen: tuple[int, int] | None = None
         self.enabled = True
         self.observers: list[StepObserver] = []
@@ -223,8 +234,7 @@ class StepTimeline:
     def _open_file(self) -> None:
         framework = self.out_dir / FRAMEWORK_DIR
         framework.mkdir(parents=True, exist_ok=True)
-        self._files += 1
-        self._partial = framework / f".{self.node}.{self._files}_{SUFFIX}.tmp"
+        self._partial = framework / f".{self.node}.{next(_FILE_NUMBERS)}_{SUFFIX}.tmp"
         self._file = open(self._partial, "wb")  # noqa: SIM115 - kept open across flushes, closed in _publish
         self._file_phases = set()
         self._file_opened = self._clock()
@@ -364,5 +374,5 @@ def recover(out_dir: str | os.PathLike[str]) -> list[Path]:
     return found
 
 
-__all__ = ["FRAMEWORK_DIR", "PEVENTS_DIR", "SUFFIX", "StepObserver", "StepTimeline", "from_config", "node_id",
+__all__ = ["FRAMEWORK_DIR", "PEVENTS_DIR", "SUFFIX", "Step", "StepObserver", "StepTimeline", "from_config", "node_id",
            "recover"]

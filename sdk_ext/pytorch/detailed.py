@@ -17,15 +17,12 @@ import logging
 import os
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
 from sdk_ext.profiler.config import StepWindow
-from sdk_ext.profiler.timeline import FRAMEWORK_DIR
-
-if TYPE_CHECKING:
-    from sdk_ext.hooks.step_counter import Step
+from sdk_ext.profiler.timeline import FRAMEWORK_DIR, Step
 
 logger = logging.getLogger(__name__)
 

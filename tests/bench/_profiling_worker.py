@@ -13,6 +13,9 @@ sdk_ext:
   CPU time (user + system, from /proc via psutil) over that time, after a 2 s start.
 - ``step_ms``: that MLP's step time in alternating 25-step blocks with the monitor running vs stopped (SIGSTOP),
   and a second stopped block (the noise floor), medians over blocks.
+offcost (``--impl offcost``, any source tree on PYTHONPATH): profiling off, the framework-free hook's
+``with hook.step(): pass`` and a PyTorch forward of Linear(1, 1) under the hook's quiet fast path, best of 15
+blocks of 10k (the least disturbed block on a shared machine).
 smdebug: ``timeline_us_per_step``: its TimelineFileWriter.write_trace_events per step event (the call its hooks
 made each step), 100k events up to close(), best of 5 (20k events: it flushes the file after every event).
 """
@@ -96,6 +99,13 @@ def sdk_ext_timeline(out):
             "hook_step_us_on": statistics.median(times["on"])}
 
 
+def _pct(a, b):
+    """Median and quartiles over rounds of 100 * (a / b - 1)."""
+    ratios = sorted(100.0 * (x / y - 1.0) for x, y in zip(a, b))
+    q = statistics.quantiles(ratios, n=4)
+    return {"median": statistics.median(ratios), "q1": q[0], "q3": q[2]}
+
+
 def sdk_ext_monitor(out, seconds, interval_ms):
     import psutil
     import torch
@@ -141,7 +151,7 @@ def sdk_ext_monitor(out, seconds, interval_ms):
         # step time with the monitor running vs stopped, alternating
         times = {"running": [], "stopped": [], "stopped_again": []}
         order = ["running", "stopped", "stopped_again"]
-        for r in range(60):
+        for r in range(120):
             for name in order[r % 3:] + order[:r % 3]:
                 if name == "running":
                     monitor.send_signal(signal.SIGCONT)
@@ -157,12 +167,46 @@ def sdk_ext_monitor(out, seconds, interval_ms):
     return {"monitor_cpu_s": cpu, "monitor_wall_s": wall, "monitor_cpu_percent": 100.0 * cpu / wall,
             "train_steps": steps, "cores": psutil.cpu_count(),
             "step_ms": {k: statistics.median(v) for k, v in times.items()},
+            # per round (three adjacent blocks), so drift between rounds cancels: percent over the stopped block
+            "running_vs_stopped_pct": _pct(times["running"], times["stopped"]),
+            "stopped_again_vs_stopped_pct": _pct(times["stopped_again"], times["stopped"]),
             }
+
+
+def off_cost(out):
+    """Profiling off (no profilerconfig.json): a hook's step, framework-free and PyTorch's quiet fast path."""
+    import torch
+
+    from sdk_ext.hooks import Hook
+    from sdk_ext.pytorch import Hook as TorchHook
+
+    os.environ["SMPROFILER_CONFIG_PATH"] = os.path.join(out, "absent.json")
+    torch.set_num_threads(1)
+    free = Hook(os.path.join(out, "free"))
+    model = torch.nn.Linear(1, 1)
+    torch_hook = TorchHook(os.path.join(out, "torch"))
+    torch_hook.register_module(model)
+    x = torch.zeros(1, 1)
+    results = {"free": [], "torch": []}
+    with torch.no_grad():
+        for _ in range(15):
+            start = time.perf_counter()
+            for _ in range(10_000):
+                with free.step():
+                    pass
+            results["free"].append((time.perf_counter() - start) / 10_000 * 1e6)
+            start = time.perf_counter()
+            for _ in range(10_000):
+                model(x)
+            results["torch"].append((time.perf_counter() - start) / 10_000 * 1e6)
+    free.close()
+    torch_hook.close()
+    return {"free_step_us": min(results["free"]), "torch_forward_us": min(results["torch"])}
 
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--impl", choices=["sdk_ext", "smdebug"], required=True)
+    p.add_argument("--impl", choices=["sdk_ext", "smdebug", "offcost"], required=True)
     p.add_argument("--out", default=None)
     p.add_argument("--monitor-seconds", type=float, default=60.0)
     p.add_argument("--interval-ms", type=int, default=100)
@@ -170,6 +214,8 @@ def main():
     out = args.out or tempfile.mkdtemp()
     if args.impl == "smdebug":
         result = smdebug_timeline(out)
+    elif args.impl == "offcost":
+        result = off_cost(out)
     else:
         result = sdk_ext_timeline(out)
         if args.monitor_seconds > 0:

@@ -370,6 +370,7 @@ class JobRunner:
         if not self._profiling_changed:
             return
         self._profiling_changed = False
+        self._save()  # job.json shows an UpdateTrainingJob at once
         config = self.request.get("ProfilerConfig")
         if config is None or profiling_status(config) == "Disabled":
             return

@@ -18,7 +18,7 @@ from sdk_ext.debugger.update import disable_profiling_request, update_profiler_r
 from sdk_ext.exceptions import ConfigError
 from sdk_ext.local import LocalSageMakerClient
 from sdk_ext.local.request.from_options import build_request
-from tests.functional.local.support import job_pids, request, settings, wait_gone, write_script
+from tests.functional.local.support import job_pids, poll_until, request, settings, wait_gone, write_script
 
 # The framework-free hook from the job's debughookconfig.json, one step per 50 ms; it prints the profiler config path.
 TRAIN = """
@@ -103,6 +103,8 @@ def test_update_training_job_changes_the_interval_then_disables_profiling_live(t
         client.update_training_job(**disable_profiling_request(job, region="us-east-1"))
         disabled = time.time()
         assert client.describe_training_job(TrainingJobName="prof-2")["ProfilingStatus"] == "Disabled"
+        poll_until(lambda: json.loads((runner.dir.root / "job.json").read_text())["ProfilingStatus"] == "Disabled",
+                   timeout=10)  # job.json (DescribeTrainingJob as last seen) follows at once too
     finally:
         thread.join(timeout=60)
     final = client.describe_training_job(TrainingJobName="prof-2")

@@ -93,7 +93,7 @@ def test_nothing_is_published_before_rotation_and_what_is_written_meanwhile_is_h
         clock.now += 0.1  # 3 s of steps: flushed every second, not yet rotated
     assert _published(tmp_path) == []
     hidden = [p for p in (tmp_path / "framework").iterdir() if p.is_file()]
-    assert [p.name for p in hidden] == [".1-algo-1.1_pythontimeline.json.tmp"]
+    assert len(hidden) == 1 and re.fullmatch(r"\.1-algo-1\.\d+_pythontimeline\.json\.tmp", hidden[0].name)
     assert not SMDEBUG_LISTED.search(str(hidden[0]))
     clock.now += 60
     tl.begin(Step(30, ModeKeys.TRAIN, 30))  # the flush after the close interval rotates
@@ -183,3 +183,16 @@ def test_node_id_is_rank_or_pid_and_the_host_without_underscores(monkeypatch: py
     (tmp_path / "resourceconfig.json").write_text(json.dumps({"current_host": "algo-5", "hosts": ["algo-5"]}))
     assert node_id(None, config_dir=tmp_path) == f"{os.getpid()}-algo-5"
     assert "_" not in node_id(0)
+
+
+def test_two_timelines_of_one_process_write_apart(tmp_path: Path) -> None:
+    clock = Clock()
+    first, second = (StepTimeline(tmp_path, "9-algo-1", clock=clock) for _ in range(2))  # e.g. two hooks
+    for i in range(30):
+        for tl in (first, second):
+            tl.begin(Step(i, ModeKeys.TRAIN, i))
+        clock.now += 0.1
+    first.close()
+    second.close()
+    steps = [s for f in _published(tmp_path) for s in _steps(json.loads(f.read_text()))]
+    assert len(_published(tmp_path)) == 2 and len(steps) == 60

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import threading
 from pathlib import Path
 from typing import Any
@@ -81,13 +82,21 @@ def run(args: argparse.Namespace, console: Console) -> int:
     console.status(f"{runner.name}: starting")
     watcher = _Watcher(runner, console)
     watcher.start()
-    interrupted = False
+    interrupted: str | None = None
+    signalled: list[str] = []
+
+    def on_sigterm(signum: int, frame: object) -> None:  # `kill PID` stops the job as Ctrl-C does
+        signalled.append("SIGTERM")
+        raise KeyboardInterrupt("SIGTERM")
+
+    previous = signal.signal(signal.SIGTERM, on_sigterm)
     try:
         final = runner.run()
     except KeyboardInterrupt:  # the runner stopped the job and ended every child; say what was saved
-        interrupted = True
+        interrupted = signalled[0] if signalled else "Ctrl-C"
         final = runner.job.describe()
     finally:
+        signal.signal(signal.SIGTERM, previous)
         watcher.stop()
         console.done()
     report_path = None
@@ -110,8 +119,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
         for line in summary_lines(final, runner.dir.root, report_path):
             console.result(line)
     if interrupted:
-        console.result("interrupted (Ctrl-C): the job was stopped")
-        return 130
+        console.result(f"interrupted ({interrupted}): the job was stopped")
+        return 143 if interrupted == "SIGTERM" else 130
     status = final["TrainingJobStatus"]
     if args.expect_status is not None and status != args.expect_status:
         console.result(f"expected the job to end {args.expect_status}, but it ended {status}")

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import signal
 import sys
 import threading
@@ -30,8 +31,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from sdk_ext.exceptions import ConfigError
 from sdk_ext.local.jobs import deployment, frameworks, layout, rule_jobs
+from sdk_ext.local.jobs.claim import Claim
 from sdk_ext.local.jobs.entry import Command, check_paths, check_request, failure_reason, resolve_command
 from sdk_ext.local.jobs.events import EventDispatcher, Target, state_change_event, to_json
 from sdk_ext.local.jobs.processes import Child, stop_all
@@ -116,6 +117,7 @@ class JobRunner:
         self._rules: list[rule_jobs.RuleProcess] = []
         self._command: Command | None = None
         self._channels: dict[str, Path] = {}
+        self._claim: Claim | None = None
         self._rule_arns = self._arns("DebugRuleConfigurations")
         self.dispatcher = EventDispatcher([], log_path=self.dir.events)
         self.job = LocalJob(self.request, arn=self.arn, rule_arns=self._rule_arns,
@@ -135,12 +137,31 @@ class JobRunner:
     def prepare(self) -> None:
         """Create the job directory and resolve the entry point (errors here mean: nothing started).
 
+        The job directory is claimed first (claim.py: atomic, so of two runs of one name at the same
+        moment one is refused); if anything here fails the claim is given back and what it made removed.
+
         Raises:
-            ConfigError: a bad request, a missing entry point, a job directory already used, no evaluate.py.
+            ConfigError: a bad request, a missing entry point, no evaluate.py; JobExistsError (one) for a job
+                directory already used.
         """
-        if self.dir.job_json.exists():
-            raise ConfigError(f"{self.dir.root} already holds a job (job.json); choose another job name or "
-                              "directory", where="local job")
+        self._claim = Claim.take(self.dir.root)
+        try:
+            self._prepare()
+        except BaseException:
+            self._unprepare()
+            raise
+
+    def _unprepare(self) -> None:
+        """Nothing ran: remove what prepare made (all of the directory if it made the directory)."""
+        assert self._claim is not None
+        if self._claim.created_dir:
+            shutil.rmtree(self.dir.root, ignore_errors=True)
+        else:
+            shutil.rmtree(self.dir.root / "code", ignore_errors=True)
+        self._claim.release()
+        self._claim = None
+
+    def _prepare(self) -> None:
         if self.request.get("DebugRuleConfigurations"):
             self._evaluator = deployment.evaluator_command(self.settings.rules_dir)
         self._command = resolve_command(self.request, self.dir, python=self.settings.python,
@@ -220,7 +241,7 @@ class JobRunner:
     def _spawn(self, name: str, argv: list[str], env: dict[str, str], cwd: Path, log: Path,
                sink: Callable[[str], None] | None, death_signal: int) -> Child:
         child = Child(name, argv, env=env, cwd=cwd, log_path=log, sink=sink, parent_death_signal=death_signal,
-                      python=self.settings.python)
+                      death_grace=self.settings.stop_grace)
         self._children.append(child)
         child.start()
         return child

@@ -142,7 +142,13 @@ class Claim:
         except FileExistsError:
             created = False
         record = RunnerRecord.current()
-        _link_new(root / RUNNER_FILE, json.dumps(record.to_json(), indent=1) + "\n", root)
+        try:
+            _link_new(root / RUNNER_FILE, json.dumps(record.to_json(), indent=1) + "\n", root)
+        except BaseException:
+            if created:
+                with contextlib.suppress(OSError):
+                    root.rmdir()
+            raise
         claim = cls(root, record, created_dir=created)
         if (root / "job.json").exists():  # a job of an older sdk_ext, which did not claim its directory
             claim.release()
@@ -162,8 +168,11 @@ class Claim:
 def _link_new(target: Path, text: str, root: Path) -> None:
     """Create ``target`` with ``text``, atomically and only if it does not exist."""
     tmp = target.with_name(f".{target.name}.{os.getpid()}.{time.monotonic_ns()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
     try:
+        try:
+            tmp.write_text(text, encoding="utf-8")
+        except OSError as err:
+            raise OSError(err.errno, err.strerror, str(target)) from err
         os.link(tmp, target)
     except FileExistsError:
         raise JobExistsError(root, _holder(root)) from None

@@ -66,13 +66,13 @@ def run(args: argparse.Namespace, console: Console) -> int:
     base = json.loads(args.request.read_text(encoding="utf-8")) if args.request else None
     if base is not None and not isinstance(base, dict):
         raise ConfigError(f"{args.request} must hold a JSON object (CreateTrainingJob parameters)", where="arguments")
-    save_interval = args.save_interval
-    if save_interval is None and args.script is not None and base is None:
-        save_interval = DEFAULT_SAVE_INTERVAL
+    # a script run alone saves every DEFAULT_SAVE_INTERVAL steps where no option says otherwise
+    default_interval = DEFAULT_SAVE_INTERVAL if args.script is not None and base is None else None
     request = build_request(
         script=args.script, base=base, job_name=args.job_name, rules=args.rule, rule_params=args.rule_param,
         custom_rules=args.custom_rule, collections=args.collection, collection_params=args.collection_param,
-        hook_params=args.hook_param, hyperparameters=args.hyperparameter, save_interval=save_interval)
+        hook_params=args.hook_param, hyperparameters=args.hyperparameter, save_interval=args.save_interval,
+        default_save_interval=default_interval)
     _refuse_bad_hook_config(request, args)
     echo = console.result if args.verbose and not args.quiet else console.echo
     settings = LocalSettings(jobs_root=args.jobs_dir, stop_grace=args.stop_grace, rule_timeout=args.rule_timeout,

@@ -342,8 +342,11 @@ def run(args: argparse.Namespace, params: dict[str, str], evaluator: Evaluator) 
             return code
         except NoMoreData as end:
             how = "Training ended"
-            if getattr(base.storage, "ended_by_signal", False):
-                how += f" ({base.storage.describe()})"
+            from sdk_ext.rules.stop_signal import StopSignalStorage
+
+            stopper = base.storage if isinstance(base.storage, StopSignalStorage) else None
+            if stopper is not None and stopper.ended_by_signal:
+                how += f" ({stopper.describe()})"
             return evaluator.report("NoIssuesFound", no_issues_details(f"{how}; last saved step: {end.last_step}",
                                                                        _coverage_note(rule)))
         return evaluator.report("NoIssuesFound", no_issues_details(f"Reached end_step {request.end_step}",

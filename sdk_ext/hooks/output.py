@@ -27,7 +27,7 @@ from sdk_ext.hooks.policy import TensorPlan
 from sdk_ext.hooks.reductions import reduce_numpy
 from sdk_ext.hooks.writer import TrialWriter
 from sdk_ext.modes import ModeKeys
-from sdk_ext.storage import InMemoryStorage, LocalStorage, Storage
+from sdk_ext.storage import Storage, Writes
 from sdk_ext.storage.spool import SpoolConfig, UploadSpool
 
 logger = logging.getLogger(__name__)
@@ -57,9 +57,10 @@ class TrialOutput:
         tensorboard_dir: str | None = None,
         spool: SpoolConfig | None = None,
     ) -> None:
-        # local disk: a step is complete before the next opens; remote: steps wait in a local spool
+        # direct (local disk, memory): a step is complete before the next opens; spooled (remote): steps
+        # wait in a local upload spool
         self.spool: UploadSpool | None = None
-        if isinstance(storage, (LocalStorage, InMemoryStorage)):
+        if storage.capabilities().writes is Writes.DIRECT:
             self.writer = TrialWriter(storage, worker=worker, clock=clock, lag=0)
         else:
             self.spool = UploadSpool(storage, config=spool or SpoolConfig.from_env(), name=worker)

@@ -27,6 +27,7 @@ import atexit
 import difflib
 import logging
 import os
+import sys
 import time
 import weakref
 from collections.abc import Callable, Iterable
@@ -331,7 +332,6 @@ class Hook(HookSteps):
         if self._closed:
             return
         self._closed = True
-        termination.enter()  # a SIGTERM meanwhile waits: this close is what it would do
         try:
             if self._disabled:
                 if self._out is not None:
@@ -349,7 +349,8 @@ class Hook(HookSteps):
         finally:
             self._disabled = True
             registry.forget(self)
-            termination.leave()
+            if termination.pending is not None:  # a SIGTERM waited for this close to end
+                termination.leaving(sys._getframe())
 
     def _get_worker_name(self) -> str:
         """This process's worker name, ``worker_{rank}`` (smdebug's name for it; also :attr:`worker`)."""
@@ -448,5 +449,7 @@ class DetachedHook:
 def _do_nothing(*args: Any, **kwargs: Any) -> None:
     return None
 
+
+termination.ENTRY_POINTS.add(Hook.close.__code__)  # a SIGTERM during close() waits for it (termination.py)
 
 __all__ = ["SCALAR_PREFIX", "DetachedHook", "Hook", "guarded"]

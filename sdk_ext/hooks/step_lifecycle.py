@@ -37,16 +37,19 @@ def guarded(method: F) -> F:
     def wrapper(self: HookSteps, *args: Any, **kwargs: Any) -> Any:
         if self._disabled:
             return None
-        termination.enter()  # a SIGTERM arriving inside waits until the hook is between two calls
         try:
             return method(self, *args, **kwargs)
         except Exception:  # noqa: BLE001 - everything; training must go on
             self._fail(method.__name__)
             return None
         finally:
-            termination.leave()
+            if termination.pending is not None:  # a SIGTERM waited for this call to end
+                termination.leaving(sys._getframe())
 
     return wrapper  # type: ignore[return-value]
+
+
+termination.ENTRY_POINTS.add(guarded(lambda self: None).__code__)  # every guarded method shares this code
 
 
 class HookSteps:

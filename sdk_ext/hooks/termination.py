@@ -14,35 +14,42 @@ before: the default action restored and the signal sent again, so the exit statu
 not have run before.
 
 A signal handler runs on the main thread between two bytecodes, possibly in the middle of a hook
-method. Hook entry points run inside :func:`busy`; a SIGTERM that arrives there is held until the
-outermost one returns, so a hook is never closed half-way through a step. A forked child (a data
+method. The handler looks at the interrupted stack: when a hook entry point (a code object in
+:data:`ENTRY_POINTS`) is on it, the signal is held (:data:`pending`) and the outermost entry point
+finishes the work as it returns (:func:`leaving`); a timer sends the signal again shortly after, in case
+the entry point was past its check already. So a hook is never closed half-way through a step, and the
+hooks pay nothing for this while no SIGTERM is pending (one global read per call). A forked child (a data
 loader worker) inherits the handler but not the hooks: there the handler only dies of SIGTERM.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import signal
 import threading
 import weakref
-from collections.abc import Iterator
+from types import CodeType, FrameType
 from typing import Any, Protocol
 
 logger = logging.getLogger(__name__)
+
+RETRY_SECONDS = 0.05  # a held SIGTERM is sent again after this long, if no entry point finished it
 
 
 class _Closable(Protocol):
     def close(self) -> None: ...
 
 
+#: Code objects of the hooks' entry points (the ``guarded`` wrapper, ``Hook.close``): a SIGTERM that
+#: arrives while one of them runs waits until it returns.
+ENTRY_POINTS: set[CodeType] = set()
+#: The held signal, while one is (read by the entry points as they return; None almost always).
+pending: int | None = None
+
 _lock = threading.Lock()  # guards _installed_in and _hooks
 _hooks: weakref.WeakSet[Any] = weakref.WeakSet()
 _installed_in: int | None = None  # the pid whose handler this is
-_depth = 0  # nesting of hook calls on the main thread (only there does the handler run)
-_pending: int | None = None  # a signal held until the outermost hook call returns
-_MAIN = threading.main_thread().ident
 
 
 def watch(hook: _Closable) -> bool:
@@ -64,45 +71,37 @@ def watch(hook: _Closable) -> bool:
         return True
 
 
-def enter() -> None:
-    """A hook entry point starts: a SIGTERM arriving before the matching :func:`leave` waits for it."""
-    global _depth
-    if threading.get_ident() == _MAIN:
-        _depth += 1
+def leaving(frame: FrameType | None) -> None:
+    """An entry point (whose frame is ``frame``) returns while a SIGTERM is held: finish now, unless
+    another entry point is still running below it."""
+    if pending is not None and not _inside(frame.f_back if frame is not None else None):
+        _finish(pending)
 
 
-def leave() -> None:
-    """The entry point :func:`enter` announced has returned (call it in a ``finally``)."""
-    global _depth
-    if threading.get_ident() == _MAIN:
-        _depth -= 1
-        if _depth == 0 and _pending is not None:
-            _finish(_pending)
+def _inside(frame: FrameType | None) -> bool:
+    while frame is not None:
+        if frame.f_code in ENTRY_POINTS:
+            return True
+        frame = frame.f_back
+    return False
 
 
-@contextlib.contextmanager
-def busy() -> Iterator[None]:
-    """``with busy():`` = :func:`enter` ... :func:`leave`."""
-    enter()
-    try:
-        yield
-    finally:
-        leave()
-
-
-def _on_sigterm(signum: int, frame: object) -> None:
-    global _pending
+def _on_sigterm(signum: int, frame: FrameType | None) -> None:
+    global pending
     if _installed_in != os.getpid():  # a forked child: it has no hooks of its own to close
         _die(signum)
-    if _depth:
-        _pending = signum
+    if _inside(frame):
+        pending = signum
+        retry = threading.Timer(RETRY_SECONDS, os.kill, (os.getpid(), signum))
+        retry.daemon = True
+        retry.start()
         return
     _finish(signum)
 
 
 def _finish(signum: int) -> None:
-    global _pending
-    _pending = None
+    global pending
+    pending = None
     with _lock:
         hooks = list(_hooks)
     for hook in hooks:
@@ -120,4 +119,4 @@ def _die(signum: int) -> None:
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signum})  # in case the signal was blocked: deliver it now
 
 
-__all__ = ["busy", "enter", "leave", "watch"]
+__all__ = ["ENTRY_POINTS", "leaving", "pending", "watch"]

@@ -113,7 +113,7 @@ class Child:
         if self._keeper:
             report_r, report_w = os.pipe()
             first = signal.SIGKILL if self.parent_death_signal is None else int(self.parent_death_signal)
-            argv = [self.python, "-I", str(KEEPER), str(os.getpid()), str(first), repr(float(self.death_grace)),
+            argv = [self.python, "-I", "-S", str(KEEPER), str(os.getpid()), str(first), repr(float(self.death_grace)),
                     str(report_w), "--", *self.argv]
         try:
             self.process = subprocess.Popen(

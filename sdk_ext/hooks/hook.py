@@ -25,9 +25,9 @@ from __future__ import annotations
 
 import atexit
 import difflib
+import inspect
 import logging
 import os
-import sys
 import time
 import weakref
 from collections.abc import Callable, Iterable
@@ -350,7 +350,7 @@ class Hook(HookSteps):
             self._disabled = True
             registry.forget(self)
             if termination.pending is not None:  # a SIGTERM waited for this close to end
-                termination.leaving(sys._getframe())
+                termination.leaving(inspect.currentframe())
 
     def _get_worker_name(self) -> str:
         """This process's worker name, ``worker_{rank}`` (smdebug's name for it; also :attr:`worker`)."""

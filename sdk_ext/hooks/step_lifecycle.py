@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 import logging
 import sys
 from collections.abc import Callable, Iterator
@@ -44,7 +45,7 @@ def guarded(method: F) -> F:
             return None
         finally:
             if termination.pending is not None:  # a SIGTERM waited for this call to end
-                termination.leaving(sys._getframe())
+                termination.leaving(inspect.currentframe())
 
     return wrapper  # type: ignore[return-value]
 

@@ -16,9 +16,10 @@ same whatever the job's environment holds. It:
 * starts the program in its own process group and tells the runner through ``REPORT_FD`` either
   ``started <pid>`` or ``failed <errno> <message>`` (the program could not be executed);
 * on SIGTERM or SIGINT (the runner stops the job) passes SIGTERM to the program's group and to every other
-  descendant; on SIGUSR1 (the runner's SIGKILL) kills the tree;
-* when the program ends, kills whatever of the tree is left (nothing of a job outlives it), reaps it all,
-  and ends as the program ended: the same exit code, or killed by the same signal (no core file).
+  descendant; on SIGUSR1 (the runner's SIGKILL, after its grace period) kills the tree;
+* when the program ends, kills whatever of the tree is left (nothing of a job outlives it) -- after a stop,
+  what is left got SIGTERM too and may end by itself until the SIGKILL --, reaps it all, and ends as the
+  program ended: the same exit code, or killed by the same signal (no core file).
 
 Everything but the program's output goes to stderr as one ``sdk-ext keeper:`` line, only when something is
 wrong. The runner side is :class:`sdk_ext.local.jobs.processes.Child`.
@@ -43,6 +44,7 @@ _libc = ctypes.CDLL(None, use_errno=True)
 _program = 0  # the program's pid (its process group too)
 _status: int | None = None  # its wait status once reaped
 _dying_at: float | None = None  # the runner died: SIGKILL for everything at this time
+_stopping = False  # the tree got SIGTERM: what outlives the program gets until the SIGKILL to end
 
 
 def _prctl(option: int, value: int) -> None:
@@ -61,7 +63,11 @@ def _say(text: str) -> None:
 def descendants() -> list[int]:
     """Every live descendant of this process (from /proc; zombies included, they are reaped below)."""
     children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
+    try:
+        entries = os.listdir("/proc")
+    except OSError:  # no /proc here: only the program's group and our own children can be reached
+        return []
+    for entry in entries:
         if not entry.isdigit():
             continue
         try:
@@ -121,6 +127,8 @@ def kill_tree(deadline: float = 30.0) -> None:
 
 
 def _on_stop(signum: int, frame: object) -> None:
+    global _stopping
+    _stopping = True
     _signal_tree(signal.SIGTERM)
 
 
@@ -136,6 +144,8 @@ def _on_death_notice(signum: int, frame: object, *, runner: int, first: int, gra
     if first == signal.SIGKILL or grace <= 0:
         kill_tree()
         return
+    global _stopping
+    _stopping = True
     _signal_tree(first)
     signal.setitimer(signal.ITIMER_REAL, grace)
 
@@ -227,7 +237,9 @@ def main(argv: list[str]) -> None:
             break
         if pid == _program:
             _status = status
-            kill_tree()  # the program ended: nothing it started outlives it
+            if not _stopping:
+                kill_tree()  # the program ended: nothing it started outlives it
+            # else: the rest got SIGTERM with it and has until the SIGKILL (the runner's, or the alarm) to end
     _end_as(_status if _status is not None else 0)
 
 

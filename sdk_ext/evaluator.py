@@ -62,7 +62,8 @@ class ActionsInterrupted(BaseException):
 
 
 class UsageError(Exception):
-    pass
+    """Bad command-line arguments: main() prints it and exits 2. Never leaves this module, so it stays
+    outside the SdkExtError root (which is what a library caller catches)."""
 
 
 _guard: EvaluatorGuard | None = None  # set by main() once imported: forced exits of a stuck rule

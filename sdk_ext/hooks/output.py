@@ -23,8 +23,8 @@ import numpy as np
 from sdk_ext.exceptions import UnsupportedDtypeError
 from sdk_ext.format.collection_file import CollectionsFile
 from sdk_ext.format.paths import reduction_tensor_name
+from sdk_ext.format.reductions import reduce
 from sdk_ext.hooks.policy import TensorPlan
-from sdk_ext.hooks.reductions import reduce_numpy
 from sdk_ext.hooks.writer import TrialWriter
 from sdk_ext.modes import ModeKeys
 from sdk_ext.storage import Storage, Writes
@@ -129,7 +129,7 @@ class TrialOutput:
                 value = reductions.get((op, is_abs))
                 if value is None and array is not None:
                     try:
-                        value = reduce_numpy(array, op, abs=is_abs)
+                        value = reduce(array, op, abs=is_abs)
                     except (TypeError, ValueError) as err:
                         self.warn_once(name, op, "reduction %s of %r skipped: %s", op, name, err)
                         continue

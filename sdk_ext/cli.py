@@ -41,7 +41,6 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``sdk-ext``; returns the exit code."""
     from sdk_ext.local.cli.console import Console
-    from sdk_ext.local.jobs.disk import DiskFullError
 
     argv = list(sys.argv[1:] if argv is None else argv)
     script_args: list[str] = []
@@ -67,10 +66,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # `sdk-ext trial ... | head`: the reader has what it wanted
         _silence_stdout()
         return 0
-    except DiskFullError as err:  # the environment failed, not the input: as a failed job
-        console.done()
-        sys.stderr.write(f"sdk-ext: {err}\n")
-        return 1
     except (SdkExtError, ValueError, OSError) as err:
         console.done()
         sys.stderr.write(f"sdk-ext: {err}\n")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import signal
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ from typing import Any
 from sdk_ext.exceptions import ConfigError
 from sdk_ext.local.cli.console import Console
 from sdk_ext.local.jobs.client import LocalSageMakerClient
+from sdk_ext.local.jobs.disk import DiskFullError
 from sdk_ext.local.jobs.runner import LocalSettings
 from sdk_ext.local.request.from_options import build_request
 
@@ -78,7 +80,12 @@ def run(args: argparse.Namespace, console: Console) -> int:
     settings = LocalSettings(jobs_root=args.jobs_dir, stop_grace=args.stop_grace, rule_timeout=args.rule_timeout,
                              auto_stop=not args.no_auto_stop, output=echo)
     client = LocalSageMakerClient(settings)
-    runner = client.prepare_job(request, script_args=args.script_args, zero_change=args.zero_change)
+    try:
+        runner = client.prepare_job(request, script_args=args.script_args, zero_change=args.zero_change)
+    except DiskFullError as err:  # the environment failed, not the input: exit as a failed job does
+        console.done()
+        sys.stderr.write(f"sdk-ext: {err}; nothing was started\n")
+        return 1
     console.status(f"{runner.name}: starting")
     watcher = _Watcher(runner, console)
     watcher.start()

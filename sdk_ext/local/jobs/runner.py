@@ -1,19 +1,22 @@
 """Run one CreateTrainingJob request on this machine, the way SageMaker would run it.
 
-:class:`JobRunner` prepares the job directory (layout.py), starts one rule evaluator per
-DebugRuleConfiguration and the entry point, supervises them on the calling thread, and keeps the
-job's DescribeTrainingJob state (job.py), which every change turns into a state-change event
-(events.py). The runner ends when training has ended *and* every rule evaluation has ended: no
-child outlives :meth:`JobRunner.run`, whatever happens (a crash or Ctrl-C in the runner included).
+:class:`JobRunner` claims the job's name (claim.py: atomically, ``runner.json``), prepares the job
+directory (layout.py; a ``.tar.gz`` submit directory through archive.py), starts one rule evaluator per
+DebugRuleConfiguration and the entry point, each under its keeper (processes.py), supervises them on
+the calling thread, and keeps the job's DescribeTrainingJob state (state.py), which every change turns
+into a state-change event (events.py). The runner ends when training has ended *and* every rule
+evaluation has ended: nothing a child started outlives :meth:`JobRunner.run`, whatever happens (a crash,
+Ctrl-C or SIGKILL of the runner included; a later reader settles a job whose runner was killed).
 
 What a local request runs, and how a failure reads: entry.py.
 
 End of training: exit code 0 -> Completed; non-zero -> Failed, FailureReason from ``output/failure``
 if the script wrote one, else the training toolkit's ``AlgorithmError: ExecuteUserScriptError`` text
 with the script's last error line; after StopTrainingJob (SIGTERM to the entry point's process
-group, SIGKILL after ``stop_grace``) or ``StoppingCondition.MaxRuntimeInSeconds`` -> Stopped. Then
-the runner writes ``training_job_end.ts`` into the trial (SageMaker does; the hook does not inside a
-job), gives the rules ``rule_timeout`` seconds to finish the steps left, and stops those still running.
+group, SIGKILL after ``stop_grace``) or ``StoppingCondition.MaxRuntimeInSeconds`` -> Stopped; the job
+directory's disk full -> Failed, naming the path (disk.py). Then the runner writes ``training_job_end.ts``
+into the trial (SageMaker does; the hook does not inside a job), gives the rules ``rule_timeout`` seconds
+to finish the steps left, and stops those still running.
 """
 
 from __future__ import annotations

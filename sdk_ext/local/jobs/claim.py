@@ -125,8 +125,14 @@ def read_record(root: Path) -> RunnerRecord | None:
 class Claim:
     """This process's claim on a job directory (see the module docstring)."""
 
-    def __init__(self, root: Path, record: RunnerRecord, *, created_dir: bool) -> None:
-        self.root, self.record, self.created_dir = root, record, created_dir
+    def __init__(self, root: Path, record: RunnerRecord, *, made: list[Path]) -> None:
+        self.root, self.record = root, record
+        self.made = made  # the directories this claim created, the job directory first
+
+    @property
+    def created_dir(self) -> bool:
+        """Whether this claim made the job directory (so everything in it is this run's)."""
+        return bool(self.made) and self.made[0] == self.root
 
     @classmethod
     def take(cls, root: Path) -> Claim:
@@ -135,34 +141,49 @@ class Claim:
         Raises:
             JobExistsError: another run holds it, or it holds a job already (job.json).
         """
-        root.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            root.mkdir()
-            created = True
-        except FileExistsError:
-            created = False
+        made = _make_dirs(root)
         record = RunnerRecord.current()
         try:
             _link_new(root / RUNNER_FILE, json.dumps(record.to_json(), indent=1) + "\n", root)
         except BaseException:
-            if created:
-                with contextlib.suppress(OSError):
-                    root.rmdir()
+            _remove_empty(made)
             raise
-        claim = cls(root, record, created_dir=created)
+        claim = cls(root, record, made=made)
         if (root / "job.json").exists():  # a job of an older sdk_ext, which did not claim its directory
             claim.release()
             raise JobExistsError(root, "job.json")
         return claim
 
     def release(self) -> None:
-        """Give the name back (nothing ran): remove the claim, and the directory if this claim made it and it
-        is empty now."""
+        """Give the name back (nothing ran): remove the claim, and the directories this claim made that are
+        empty now."""
         with contextlib.suppress(FileNotFoundError):
             (self.root / RUNNER_FILE).unlink()
-        if self.created_dir:
-            with contextlib.suppress(OSError):
-                self.root.rmdir()
+        _remove_empty(self.made)
+
+
+def _make_dirs(path: Path) -> list[Path]:
+    """``mkdir -p path``; returns the directories it created, deepest first."""
+    missing = []
+    here = path
+    while not here.exists() and here != here.parent:
+        missing.append(here)
+        here = here.parent
+    made = []
+    for directory in reversed(missing):
+        try:
+            directory.mkdir()
+            made.append(directory)
+        except FileExistsError:  # made meanwhile by someone else: theirs
+            pass
+    return made[::-1]
+
+
+def _remove_empty(dirs: list[Path]) -> None:
+    """Remove ``dirs`` (deepest first) that are empty; leave the others (someone else's files are in them)."""
+    for directory in dirs:
+        with contextlib.suppress(OSError):
+            directory.rmdir()
 
 
 def _link_new(target: Path, text: str, root: Path) -> None:

@@ -18,6 +18,8 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 from sdk_ext.exceptions import SdkExtError
@@ -94,6 +96,44 @@ class Reserve:
             self.path.unlink()
 
 
+class Watch:
+    """A runner's watch over its job's disk: the reserve, and the first sign that the disk is full.
+
+    Args:
+        root: the job directory.
+        trial: the trial directory (where the job writes most).
+        on_full: called once, when the disk is first found full (e.g. to wake the supervisor).
+    """
+
+    def __init__(self, root: Path, trial: Path, *, on_full: Callable[[DiskFullError], None]) -> None:
+        self.root, self.trial, self.on_full = root, trial, on_full
+        self.reserve = Reserve(root)
+        self.full: DiskFullError | None = None  # set once: the job ends Failed with its reason
+        self._next_check = 0.0
+
+    def note(self, err: OSError, path: Path) -> bool:
+        """A write of the job failed: True if it was for lack of space (then noted), False otherwise."""
+        if not is_full(err):
+            return False
+        if self.full is None:
+            self.full = DiskFullError(err, path, self.root)
+            self.on_full(self.full)
+        return True
+
+    def check(self, log_error: OSError | None, log: Path, *, now: bool = False) -> None:
+        """The training log could not be written, or less than :data:`LOW_WATER` is free (looked at once a
+        second, or ``now``)."""
+        if log_error is not None:
+            self.note(log_error, log)
+        if self.full is not None or (not now and time.monotonic() < self._next_check):
+            return
+        self._next_check = time.monotonic() + 1.0
+        where = self.trial if self.trial.exists() else self.root
+        free = free_bytes(where)
+        if free is not None and free < LOW_WATER:
+            self.note(OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(where)), where)
+
+
 def _write_zeros(fd: int, size: int) -> None:
     block = b"\0" * (1 << 16)
     written = 0
@@ -102,4 +142,4 @@ def _write_zeros(fd: int, size: int) -> None:
     os.fsync(fd)
 
 
-__all__ = ["LOW_WATER", "RESERVE_BYTES", "DiskFullError", "Reserve", "free_bytes", "is_full"]
+__all__ = ["LOW_WATER", "RESERVE_BYTES", "DiskFullError", "Reserve", "Watch", "free_bytes", "is_full"]

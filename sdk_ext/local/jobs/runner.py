@@ -21,7 +21,6 @@ to finish the steps left, and stops those still running.
 
 from __future__ import annotations
 
-import errno
 import logging
 import os
 import shutil
@@ -122,9 +121,7 @@ class JobRunner:
         self._command: Command | None = None
         self._channels: dict[str, Path] = {}
         self._claim: Claim | None = None
-        self._reserve = disk.Reserve(self.dir.root)
-        self._full: disk.DiskFullError | None = None  # the job's disk filled up: it ends Failed
-        self._next_disk_check = 0.0
+        self._disk = disk.Watch(self.dir.root, self.trial_dir, on_full=self._on_disk_full)
         self._rule_arns = self._arns("DebugRuleConfigurations")
         self.dispatcher = EventDispatcher([], log_path=self.dir.events)
         self.job = LocalJob(self.request, arn=self.arn, rule_arns=self._rule_arns,
@@ -171,7 +168,7 @@ class JobRunner:
             shutil.rmtree(self.dir.root, ignore_errors=True)
         else:
             shutil.rmtree(self.dir.root / "code", ignore_errors=True)
-            self._reserve.give_back()
+            self._disk.reserve.give_back()
         self._claim.release()
         self._claim = None
 
@@ -186,7 +183,7 @@ class JobRunner:
             environment[frameworks.ENV] = "1" if self.zero_change else "0"
             self.request["Environment"] = environment
         self._channels = layout.prepare(self.dir, self.request)
-        self._reserve.take()  # DiskFullError: not even the job's last words would fit
+        self._disk.reserve.take()  # DiskFullError: not even the job's last words would fit
         targets: list[Target] = []
         if self.settings.auto_stop:
             from sdk_ext.local.jobs.events import AutoStopTarget
@@ -225,24 +222,20 @@ class JobRunner:
         try:
             layout.write_json(self.dir.job_json, {**to_json(self.job.describe()), "SdkExtLocal": local})
         except OSError as err:
-            if not disk.is_full(err):
+            if not self._disk.note(err, self.dir.job_json):
                 raise
-            self._note_full(err, self.dir.job_json)
 
-    def _note_full(self, err: OSError, path: Path) -> None:
+    def _on_disk_full(self, full: disk.DiskFullError) -> None:
         """The job's disk is full (disk.py): the supervisor ends the job Failed at its next turn."""
-        if self._full is None:
-            self._full = disk.DiskFullError(err, path, self.dir.root)
-            logger.error("job %s: %s; ending the job", self.name, self._full.strerror)
-            self._wake.set()
+        logger.error("job %s: %s; ending the job", self.name, full.strerror)
+        self._wake.set()
 
     def _end_marker(self) -> None:
         try:
             layout.write_end_marker(self.trial_dir)
         except OSError as err:
-            if not disk.is_full(err):
+            if not self._disk.note(err, self.trial_dir):
                 raise
-            self._note_full(err, self.trial_dir)
 
     # --- supervision --------------------------------------------------------------------------------
 
@@ -261,16 +254,16 @@ class JobRunner:
             self._train()
             self._end_marker()
             self._save()
-            if self._full is None:
+            if self._disk.full is None:
                 self._finish_rules()
         except BaseException as err:
             self._abort(err)
             raise
         finally:
             stop_all(self._children, self.settings.rule_stop_grace)
-            self._reserve.give_back()  # every process has ended: the job's last words fit now
-            if self._full is not None:
-                self._end_rules(f"the local job failed: {self._full.failure_reason}")
+            self._disk.reserve.give_back()  # every process has ended: the job's last words fit now
+            if self._disk.full is not None:
+                self._end_rules(f"the local job failed: {self._disk.full.failure_reason}")
                 self._end_marker()
             self._refresh_rules(final=True)
             self._save()
@@ -335,34 +328,20 @@ class JobRunner:
                     self.job.request_stop(secondary="MaxRuntimeExceeded")
                 except JobStateError:
                     pass
-            self._check_disk()
-            if self.job.stop_requested or self._full is not None:
+            self._disk.check(self._training.output_error, self._training.log_path)
+            if self.job.stop_requested or self._disk.full is not None:
                 self._training.terminate()
                 self._training.escalate(self.settings.stop_grace)
-        self._check_disk(now=True)
+        self._disk.check(self._training.output_error, self._training.log_path, now=True)
         self._save()  # a write before the outcome is decided: a full disk fails the job
         reason: str | None
         if self.job.stop_requested:
             reason = None
-        elif self._full is not None:
-            reason = self._full.failure_reason
+        elif self._disk.full is not None:
+            reason = self._disk.full.failure_reason
         else:
             reason = None if code == 0 else failure_reason(code, command, self.dir, self._training.output_tail())
         self.job.training_ended(failure_reason=reason)
-
-    def _check_disk(self, *, now: bool = False) -> None:
-        """Is the job's disk full? (disk.py: the training log failed, or too little is free; once a second.)"""
-        assert self._training is not None
-        output_error = self._training.output_error
-        if output_error is not None and disk.is_full(output_error):
-            self._note_full(output_error, self._training.log_path)
-        if self._full is not None or (not now and time.monotonic() < self._next_disk_check):
-            return
-        self._next_disk_check = time.monotonic() + 1.0
-        free = disk.free_bytes(self.trial_dir if self.trial_dir.exists() else self.dir.root)
-        if free is not None and free < disk.LOW_WATER:
-            where = self.trial_dir if self.trial_dir.exists() else self.dir.root
-            self._note_full(OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(where)), where)
 
     def _end_rules(self, why: str) -> None:
         """The job failed under the rules (their processes have ended): a rule without a verdict of its own
@@ -429,5 +408,5 @@ class JobRunner:
         stop_all(self._children, min(self.settings.stop_grace, 5.0))
         self.job.training_ended(failure_reason=f"InternalServerError: the local runner failed: "
                                 f"{type(err).__name__}: {err}")
-        self._reserve.give_back()
+        self._disk.reserve.give_back()
         self._end_marker()

@@ -48,6 +48,10 @@ def add_parser(sub: Any) -> None:
                       "as SageMaker's framework containers do)")
     zero.add_argument("--no-zero-change", dest="zero_change", action="store_const", const=False,
                       help="run the script as it is: only the hook its own code creates saves data")
+    p.add_argument("--profile", nargs="?", const=500, type=int, metavar="MS",
+                   help="profile the job: sample CPU, memory, disk, network and GPUs every MS milliseconds (100, "
+                        "200, 500 (default), 1000, 5000 or 60000) into <job dir>/profiler-output, and time each "
+                        "step; write it --profile=MS")
     p.add_argument("--no-auto-stop", action="store_true", help="do not deliver events to the auto-stop handler")
     p.add_argument("--stop-grace", type=float, default=10.0, help="seconds from SIGTERM to SIGKILL (default 10)")
     p.add_argument("--rule-timeout", type=float, default=60.0,
@@ -74,7 +78,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         script=args.script, base=base, job_name=args.job_name, rules=args.rule, rule_params=args.rule_param,
         custom_rules=args.custom_rule, collections=args.collection, collection_params=args.collection_param,
         hook_params=args.hook_param, hyperparameters=args.hyperparameter, save_interval=args.save_interval,
-        default_save_interval=default_interval)
+        default_save_interval=default_interval, profile_ms=args.profile)
     _refuse_bad_hook_config(request, args)
     echo = console.result if args.verbose and not args.quiet else console.echo
     settings = LocalSettings(jobs_root=args.jobs_dir, stop_grace=args.stop_grace, rule_timeout=args.rule_timeout,

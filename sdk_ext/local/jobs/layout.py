@@ -7,12 +7,14 @@
       input/config/debughookconfig.json   DebugHookConfig, LocalPath = output/tensors (absolute)
       input/config/tensorboardoutputconfig.json   if TensorBoardOutputConfig is set
       input/config/resourceconfig.json    {"current_host": "algo-1", "hosts": ["algo-1"], ...}
+      input/config/profilerconfig.json    ProfilerConfig, LocalPath = profiler-output (absolute), if the request has one
       input/config/inputdataconfig.json   per channel: TrainingInputMode, S3DistributionType, ...
       input/data/<channel>                a symlink to the channel's local data (file:// or a path)
       model/  output/data/  output/failure (a script may write its failure reason there)
       output/tensors/                     the trial the hook writes and the rules read
       rules/<RuleConfigurationName>/      status.json and evaluator.log of each rule evaluation
       logs/training.log                   the entry point's stdout and stderr
+      profiler-output/                    system/ (the system monitor) and framework/ (the hooks' step timeline)
       request.json  job.json  events.jsonl   the request; DescribeTrainingJob as last seen; every event
       runner.json                         the claim on the job's name: which runner runs it (claim.py)
       code/                               a .tar.gz submit directory, unpacked (archive.py)
@@ -23,8 +25,8 @@ under /opt/ml are moved into the job directory.
 The environment is what SageMaker's training toolkit gives a framework container's script
 (``SM_MODEL_DIR``, ``SM_CHANNEL_<NAME>``, ``SM_HPS``, ``SM_HP_<NAME>``, ...) plus ``TRAINING_JOB_NAME``
 and ``TRAINING_JOB_ARN`` (which tell the hook it runs inside a job: the runner, not the hook, then
-writes the end-of-training marker), ``SMDEBUG_CONFIG_FILE_PATH`` / ``TENSORBOARD_CONFIG_FILE_PATH``
-(the hook's config files here instead of /opt/ml) and the request's ``Environment``.
+writes the end-of-training marker), ``SMDEBUG_CONFIG_FILE_PATH`` / ``TENSORBOARD_CONFIG_FILE_PATH`` /
+``SMPROFILER_CONFIG_PATH`` (the hook's config files here instead of /opt/ml) and the request's ``Environment``.
 """
 
 from __future__ import annotations
@@ -82,6 +84,15 @@ class JobDir:
     @property
     def training_log(self) -> Path:
         return self.root / "logs" / "training.log"
+
+    @property
+    def profiler_output(self) -> Path:
+        """Where profiling data goes (what SageMaker uploads to ``<S3OutputPath>/<job>/profiler-output``)."""
+        return self.root / "profiler-output"
+
+    @property
+    def profiler_config(self) -> Path:
+        return self.config / "profilerconfig.json"
 
     @property
     def job_json(self) -> Path:
@@ -181,6 +192,8 @@ def prepare(job_dir: JobDir, request: Mapping[str, Any]) -> dict[str, Path]:
     if board is not None:
         board_dir = job_dir.rebase(board.get("LocalPath"), job_dir.output / "tensorboard")
         write_json(job_dir.config / "tensorboardoutputconfig.json", {**board, "LocalPath": str(board_dir)})
+    if request.get("ProfilerConfig") is not None:
+        write_profiler_config(job_dir, request["ProfilerConfig"])
     resources = request.get("ResourceConfig") or {}
     if int(resources.get("InstanceCount") or 1) > 1:
         logger.warning("job %s asks for %s instances; the local runner runs one", request.get("TrainingJobName"),
@@ -209,6 +222,25 @@ def prepare(job_dir: JobDir, request: Mapping[str, Any]) -> dict[str, Path]:
         channels[name] = target
     write_json(job_dir.config / "inputdataconfig.json", input_config)
     return channels
+
+
+def profiler_dir(job_dir: JobDir, profiler_config: Mapping[str, Any]) -> Path:
+    """The profiler output of a ProfilerConfig: ``profiler-output/`` for SageMaker's default LocalPath
+    (/opt/ml/output/profiler, which SageMaker uploads there), another LocalPath moved into the job dir."""
+    local = (profiler_config.get("ProfilingParameters") or {}).get("LocalPath")
+    if not local or local.rstrip("/") == f"{CONTAINER_ROOT}/output/profiler":
+        return job_dir.profiler_output
+    return job_dir.rebase(local, job_dir.profiler_output)
+
+
+def write_profiler_config(job_dir: JobDir, profiler_config: Mapping[str, Any]) -> Path:
+    """``input/config/profilerconfig.json``: the job's ProfilerConfig as SageMaker gives it to the container
+    (what the hooks and the system monitor read; a rewrite is how a running job learns of UpdateTrainingJob),
+    with ``ProfilingParameters.LocalPath`` inside the job dir. Returns the profiler output directory."""
+    out = profiler_dir(job_dir, profiler_config)
+    parameters = {**(profiler_config.get("ProfilingParameters") or {}), "LocalPath": str(out)}
+    write_json(job_dir.profiler_config, {**profiler_config, "ProfilingParameters": parameters})
+    return out
 
 
 def trial_dir(job_dir: JobDir, request: Mapping[str, Any]) -> Path:
@@ -264,6 +296,10 @@ def training_env(
         env["SMDEBUG_CONFIG_FILE_PATH"] = str(config)
     else:
         env.pop("SMDEBUG_CONFIG_FILE_PATH", None)  # no hook config: no hook, as on SageMaker
+    if job_dir.profiler_config.is_file():
+        env["SMPROFILER_CONFIG_PATH"] = str(job_dir.profiler_config)
+    else:
+        env.pop("SMPROFILER_CONFIG_PATH", None)  # no ProfilerConfig: no profiling, as on SageMaker
     board = job_dir.config / "tensorboardoutputconfig.json"
     if board.is_file():
         env["TENSORBOARD_CONFIG_FILE_PATH"] = str(board)

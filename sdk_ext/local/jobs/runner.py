@@ -39,7 +39,13 @@ from sdk_ext.local.jobs.claim import Claim
 from sdk_ext.local.jobs.entry import Command, check_paths, check_request, failure_reason, resolve_command
 from sdk_ext.local.jobs.events import EventDispatcher, Target, state_change_event, to_json
 from sdk_ext.local.jobs.processes import Child, stop_all
-from sdk_ext.local.jobs.state import TERMINAL_RULE_STATUSES, JobStateError, LocalJob, utc_now
+from sdk_ext.local.jobs.state import (
+    TERMINAL_RULE_STATUSES,
+    JobStateError,
+    LocalJob,
+    profiling_status,
+    utc_now,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -117,6 +123,9 @@ class JobRunner:
         self._wake = threading.Event()
         self._children: list[Child] = []
         self._training: Child | None = None
+        self._monitor: Child | None = None  # the system monitor, while profiling is on
+        self._profiling_changed = True  # the supervisor looks at ProfilerConfig at its next turn
+        self._profiling_ended = False
         self._rules: list[rule_jobs.RuleProcess] = []
         self._command: Command | None = None
         self._channels: dict[str, Path] = {}
@@ -208,6 +217,21 @@ class JobRunner:
         self.job.request_stop()
         self._wake.set()
 
+    def update_profiler(self, profiler_config: Mapping[str, Any] | None,
+                        profiler_rules: list[dict[str, Any]] | None = None) -> None:
+        """UpdateTrainingJob: the new ProfilerConfig goes to DescribeTrainingJob and to the container's
+        profilerconfig.json, which the system monitor and the hooks follow; the supervisor starts the
+        monitor if profiling was off.
+
+        Raises:
+            JobStateError: the job is not InProgress.
+        """
+        merged = self.job.update_profiler(profiler_config, profiler_rules)
+        layout.write_profiler_config(self.dir, merged)
+        self.request["ProfilerConfig"] = merged
+        self._profiling_changed = True
+        self._wake.set()
+
     def _save(self) -> None:
         """job.json: the DescribeTrainingJob view plus local facts (pids, paths, rule steps)."""
         local = {
@@ -215,6 +239,7 @@ class JobRunner:
             "Command": self._command.argv if self._command else None,
             "TrainingPid": self._training.pid if self._training else None,
             "TrainingExitCode": self._training.poll() if self._training else None,
+            "MonitorPid": self._monitor.pid if self._monitor else None,
             "Rules": {r.name: {"Step": state.step, "Pid": r.child.pid, "ExitCode": r.child.poll(),
                                "StatusFile": str(r.status_path), "Log": str(r.child.log_path)}
                       for r in self._rules if (state := self.job.rules().get(r.name)) is not None},
@@ -252,6 +277,7 @@ class JobRunner:
         try:
             self._start_rules()
             self._train()
+            self._end_profiling()
             self._end_marker()
             self._save()
             if self._disk.full is None:
@@ -262,6 +288,8 @@ class JobRunner:
         finally:
             stop_all(self._children, self.settings.rule_stop_grace)
             self._disk.reserve.give_back()  # every process has ended: the job's last words fit now
+            if not self._profiling_ended:
+                self._end_profiling()
             if self._disk.full is not None:
                 self._end_rules(f"the local job failed: {self._disk.full.failure_reason}")
                 self._end_marker()
@@ -309,6 +337,7 @@ class JobRunner:
         if self.job.stop_requested:
             self.job.training_ended()
             return
+        self._sync_monitor()  # sampling starts before training does
         try:
             self._training = self._spawn("training", command.argv, env, command.cwd, self.dir.training_log,
                                          self.settings.output, signal.SIGTERM)
@@ -323,6 +352,7 @@ class JobRunner:
             self._wake.wait(self.settings.poll_interval)
             self._wake.clear()
             self._refresh_rules()
+            self._sync_monitor()
             if max_runtime and time.monotonic() - started > float(max_runtime) and not self.job.stop_requested:
                 try:
                     self.job.request_stop(secondary="MaxRuntimeExceeded")
@@ -351,6 +381,56 @@ class JobRunner:
             if r.last is not None and r.last.status in TERMINAL_RULE_STATUSES:
                 continue  # its own verdict stands (_refresh_rules applies it)
             self.job.update_rule(r.name, status="Stopped", details=f"Rule evaluation stopped: {why}")
+
+    # --- profiling ---------------------------------------------------------------------------------
+
+    def _sync_monitor(self) -> None:
+        """Start the system monitor when profiling is (or became) on; a running one follows
+        profilerconfig.json by itself (interval, disabling)."""
+        if not self._profiling_changed:
+            return
+        self._profiling_changed = False
+        self._save()  # job.json shows an UpdateTrainingJob at once
+        config = self.request.get("ProfilerConfig")
+        if config is None or profiling_status(config) == "Disabled":
+            return
+        if self._monitor is not None:
+            code = self._monitor.poll()
+            if code is None:
+                return
+            logger.warning("job %s: the system monitor ended (exit code %s) and is started again: %s", self.name,
+                           code, self._monitor.output_tail(400).strip().splitlines()[-1:])
+        base = dict(os.environ)
+        base["PYTHONPATH"] = deployment.child_pythonpath(os.environ.get("PYTHONPATH"))
+        argv = [self.settings.python, "-m", "sdk_ext.profiler.monitor", "--out",
+                str(layout.profiler_dir(self.dir, config)), "--host", layout.HOST, "--config",
+                str(self.dir.profiler_config)]
+        try:
+            self._monitor = self._spawn("profiler monitor", argv, base, self.dir.root,
+                                        self.dir.root / "logs" / "profiler-monitor.log", None, signal.SIGTERM)
+        except OSError as err:
+            logger.warning("job %s: the system monitor could not start (%s); no system metrics", self.name, err)
+
+    def _end_profiling(self) -> None:
+        """Training ended: stop the monitor (it publishes its file), publish what killed writers left,
+        and mark the end in system/ and framework/ as SageMaker does."""
+        self._profiling_ended = True
+        config = self.request.get("ProfilerConfig")
+        if config is None:
+            return
+        if self._monitor is not None and self._monitor.stop(self.settings.rule_stop_grace) not in (0, None):
+            logger.warning("job %s: the system monitor failed; see %s", self.name, self._monitor.log_path)
+        out = layout.profiler_dir(self.dir, config)
+        if not out.is_dir():
+            return  # profiling was never on
+        from sdk_ext.profiler import system_files, timeline
+
+        try:
+            system_files.recover(out)
+            timeline.recover(out)
+            system_files.write_end_marker(out)
+        except OSError as err:
+            logger.warning("job %s: the profiler output in %s could not be finished: %s", self.name, out, err)
 
     def _finish_rules(self) -> None:
         """After training: let the rules finish the steps left, for up to ``rule_timeout`` seconds."""

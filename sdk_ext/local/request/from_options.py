@@ -112,6 +112,7 @@ def build_request(
     hyperparameters: Sequence[str] = (),
     save_interval: int | None = None,
     default_save_interval: int | None = None,
+    profile_ms: int | None = None,
 ) -> dict[str, Any]:
     """The request for ``sdk-ext run``: ``base`` (a saved request) or a new one for ``script``, with the
     options applied through ``apply_debugger``.
@@ -171,13 +172,22 @@ def build_request(
             collection_configs=[CollectionConfig(n, per_collection.get(n)) for n in names] or None)
         request.pop("DebugHookConfig", None)
         existing_collections = existing.get("CollectionConfigurations") or []
+        # a request's own ProfilerConfig is kept; a new job profiles only with --profile
         request = apply_debugger(request, debugger_hook_config=hook, rules=rule_objects or None, region=REGION,
-                                 disable_profiler=True, uploader=LocalSourceUploader())
+                                 disable_profiler=None if "ProfilerConfig" in request else True,
+                                 uploader=LocalSourceUploader())
         request["DebugHookConfig"]["CollectionConfigurations"] = [
             *existing_collections, *request["DebugHookConfig"]["CollectionConfigurations"]]
     for collection in request["DebugHookConfig"]["CollectionConfigurations"] if saving else ():
         _follow_hook(collection, saving, per_collection.get(collection.get("CollectionName", "")) or {},
                      save_interval)
+    if profile_ms is not None:  # --profile: system monitoring and the step timeline, at this interval
+        existing_profiler = request.get("ProfilerConfig") or {}
+        request["ProfilerConfig"] = {
+            **{k: v for k, v in existing_profiler.items() if k in ("ProfilingParameters",)},
+            "S3OutputPath": existing_profiler.get("S3OutputPath")
+            or (request.get("OutputDataConfig") or {}).get("S3OutputPath") or LOCAL_OUTPUT,
+            "DisableProfiler": False, "ProfilingIntervalInMilliseconds": profile_ms}
     return request
 
 

@@ -250,6 +250,12 @@ class JobRunner:
             if not self._disk.note(err, self.dir.job_json):
                 raise
 
+    def _training_output(self, line: str) -> None:
+        """Each line training prints: to the console (if any), and looked at for a full disk it reports."""
+        self._disk.output_line(line, self.dir.training_log)
+        if self.settings.output is not None:
+            self.settings.output(line)
+
     def _on_disk_full(self, full: disk.DiskFullError) -> None:
         """The job's disk is full (disk.py): the supervisor ends the job Failed at its next turn."""
         logger.error("job %s: %s; ending the job", self.name, full.strerror)
@@ -340,7 +346,7 @@ class JobRunner:
         self._sync_monitor()  # sampling starts before training does
         try:
             self._training = self._spawn("training", command.argv, env, command.cwd, self.dir.training_log,
-                                         self.settings.output, signal.SIGTERM)
+                                         self._training_output, signal.SIGTERM)
         except OSError as err:
             self.job.training_ended(failure_reason=f"AlgorithmError: {err}")
             return
@@ -375,10 +381,10 @@ class JobRunner:
 
     def _end_rules(self, why: str) -> None:
         """The job failed under the rules (their processes have ended): a rule without a verdict of its own
-        is Stopped, saying why."""
+        is Stopped, saying why (also one that says it was stopped by the signal the runner sent it)."""
         for r in self._rules:
             r.read_if_changed()
-            if r.last is not None and r.last.status in TERMINAL_RULE_STATUSES:
+            if r.last is not None and r.last.status in TERMINAL_RULE_STATUSES and r.last.status != "Stopped":
                 continue  # its own verdict stands (_refresh_rules applies it)
             self.job.update_rule(r.name, status="Stopped", details=f"Rule evaluation stopped: {why}")
 

@@ -99,6 +99,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--poll-interval", type=float, default=DEFAULT_POLL_INTERVAL,
                    help=f"seconds between checks for new steps (default {DEFAULT_POLL_INTERVAL})")
     p.add_argument("--no-actions", action="store_true", help="never run actions (also SDK_EXT_RULE_ACTIONS=0)")
+    p.add_argument("--wait-timeout", type=float, metavar="SECONDS",
+                   help="give up waiting for the trial's first data after this long (default: wait until the "
+                   "training job ends, as SageMaker's evaluator does)")
     p.add_argument("--profiler", action="store_true",
                    help="--trial-dir is a job's profiler output (ProfilerRuleConfigurations; built-in profiler "
                    "rules imply it): a custom rule gets a ProfilerTrial as its base trial")
@@ -112,6 +115,8 @@ def _parameters_from_args(args: argparse.Namespace) -> dict[str, str]:
     """RuleParameters from --param plus the flags; a flag contradicting a --param is an error."""
     if not args.poll_interval > 0:
         raise UsageError(f"--poll-interval {args.poll_interval!r}: must be a positive number of seconds")
+    if args.wait_timeout is not None and not args.wait_timeout >= 0:
+        raise UsageError(f"--wait-timeout {args.wait_timeout!r}: must be a number of seconds >= 0")
     params: dict[str, str] = {}
     for item in args.param:
         key, sep, value = item.partition("=")
@@ -169,6 +174,7 @@ def _container_config() -> tuple[dict[str, str], argparse.Namespace]:
         rule_configuration_name=os.environ.get("RULE_CONFIGURATION_NAME"),
         poll_interval=float(os.environ.get("RULE_POLL_INTERVAL", DEFAULT_POLL_INTERVAL)),
         no_actions=False,
+        wait_timeout=None,
         profiler=bool(os.environ.get("S3_PATH")),  # the 2020 profiler rule image's variable for the data
         finished=False,
         profiler_data=os.environ.get("S3_PATH"),
@@ -193,6 +199,7 @@ class Evaluator:
     def __init__(self, output_dir: str, name: str | None, *, container: bool) -> None:
         self.output_dir, self.name, self.container = output_dir, name or "", container
         self.phase = "running"  # then "final" (status written; signals ignored) or "actions"
+        self.unwritten: OSError | None = None  # why the last status could not be written, if it could not
 
     def report(self, status: str, details: str = "", step: int | None = None) -> int:
         from sdk_ext.rules.status import FINAL_STATUSES, RuleStatus, write_status
@@ -202,7 +209,13 @@ class Evaluator:
             signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
         try:
             record = RuleStatus(self.name or "unknown", status, details, step)
-            write_status(self.output_dir, record)
+            try:
+                write_status(self.output_dir, record)
+                self.unwritten = None
+            except OSError as err:  # e.g. a full disk: the exit code still carries the outcome
+                self.unwritten = err
+                logger.error("rule %s: could not write %s (%s); the status %s is in the exit code (%d)",
+                             self.name, Path(self.output_dir) / "status.json", err, status, record.exit_code)
             if final:
                 self.phase = "final"
                 if self.container:
@@ -226,11 +239,17 @@ def _write_message(text: str) -> None:
 
 
 def _fetch_source(source: str, scratch: str) -> str:
-    """A local path for a custom rule source given as a path, file:// or s3:// URI."""
-    if source.startswith("file://"):
-        return source[len("file://"):]
+    """A local path for a custom rule source given as a path, file:// (percent-decoded) or s3:// URI."""
+    from sdk_ext.storage.uris import local_path
+
+    try:
+        path = local_path(source)
+    except ValueError as err:
+        raise UsageError(f"source_s3_uri: {err}") from err
+    if path is not None:
+        return path
     if not source.startswith("s3://"):
-        return source
+        raise UsageError(f"source_s3_uri {source!r}: give a local path, a file:// URI or an s3:// URI")
     from sdk_ext.storage import open_storage
 
     prefix, _, name = source.rpartition("/")
@@ -240,8 +259,9 @@ def _fetch_source(source: str, scratch: str) -> str:
 
 
 def _open_trial(path: str, name: str, start: int, poll_interval: float, *, wait: bool = True,
-                stop_signal: Any = None) -> Any:
-    """create_trial, waiting (with ``wait``, as long as the job has not ended) for its first data.
+                stop_signal: Any = None, wait_timeout: float | None = None) -> Any:
+    """create_trial, waiting (with ``wait``, as long as the job has not ended, and at most
+    ``wait_timeout`` seconds when given) for its first data.
 
     Other trials are finished jobs: they are not waited for beyond the reader's own timeout.
 
@@ -264,12 +284,16 @@ def _open_trial(path: str, name: str, start: int, poll_interval: float, *, wait:
 
         storage = StopSignalStorage(storage, stop_signal)
     warned = False
+    deadline = None if wait_timeout is None else time.monotonic() + wait_timeout
     while True:
         try:
             return create_trial(storage, name=name, range_steps=(start, None), options=options)
-        except MissingCollectionFiles:
+        except MissingCollectionFiles as err:
             if not wait or storage.exists(END_OF_JOB):
                 raise
+            if deadline is not None and time.monotonic() >= deadline:
+                raise MissingCollectionFiles(f"no data appeared under {path} within {wait_timeout:g} s "
+                                             f"(--wait-timeout); is it the trial's path? ({err})") from err
             if not warned:
                 logger.info("waiting for the training job to write its first data under %s", path)
                 warned = True
@@ -279,6 +303,7 @@ def _open_trial(path: str, name: str, start: int, poll_interval: float, *, wait:
 def run(args: argparse.Namespace, params: dict[str, str], evaluator: Evaluator) -> int:
     from sdk_ext.exceptions import (
         ConfigError,
+        DamagedDataError,
         MissingCollectionFiles,
         NoMoreData,
         RuleEvaluationConditionMet,
@@ -314,7 +339,7 @@ def run(args: argparse.Namespace, params: dict[str, str], evaluator: Evaluator) 
         try:
             stop_signal = StopSignal.from_env(os.environ)
             base = _open_trial(args.trial_dir, "base_trial", request.start_step, args.poll_interval,
-                               stop_signal=stop_signal)
+                               stop_signal=stop_signal, wait_timeout=getattr(args, "wait_timeout", None))
             others = [_open_trial(p, f"other_trial_{i}", request.start_step, args.poll_interval, wait=False)
                       for i, p in enumerate(request.other_trials)]
         except MissingCollectionFiles as err:
@@ -333,6 +358,10 @@ def run(args: argparse.Namespace, params: dict[str, str], evaluator: Evaluator) 
                         poll_interval=args.poll_interval, time_limit=request.time_limit or 0)
         except InvocationTimeout as err:
             return evaluator.report("Error", f"RuleTimeout: {err}", err.step)
+        except DamagedDataError as err:  # never a pass: the rule could not read what it was asked to judge
+            at = f" at step {err.step}" if err.step is not None else ""
+            return evaluator.report("Error", f"DamagedData: the rule could not read the data it was to judge{at}: {err}",
+                                    err.step)
         except RuleEvaluationConditionMet as fired:
             code = evaluator.report("IssuesFound", f"RuleEvaluationConditionMet: {fired}\n", fired.step)
             if not args.no_actions and os.environ.get("SDK_EXT_RULE_ACTIONS", "1") != "0":

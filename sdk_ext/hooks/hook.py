@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import atexit
 import difflib
+import inspect
 import logging
 import os
 import time
@@ -37,7 +38,7 @@ import numpy as np
 
 from sdk_ext.format.collection_file import CollectionsFile
 from sdk_ext.format.events import to_numpy
-from sdk_ext.hooks import registry
+from sdk_ext.hooks import registry, termination
 from sdk_ext.hooks.collections import (
     BUILTIN_REGEXES,
     KNOWN_NAMES,
@@ -356,6 +357,8 @@ class Hook(HookSteps):
             if self._timeline is not None:
                 self._timeline.close()  # never raises
             registry.forget(self)
+            if termination.pending is not None:  # a SIGTERM waited for this close to end
+                termination.leaving(inspect.currentframe())
 
     def _get_worker_name(self) -> str:
         """This process's worker name, ``worker_{rank}`` (smdebug's name for it; also :attr:`worker`)."""
@@ -397,6 +400,7 @@ class Hook(HookSteps):
         if not self.dry_run:
             self._start_timeline(rank if size > 1 else None)
         atexit.register(_close_at_exit, weakref.ref(self))
+        termination.watch(self)  # a stop (SIGTERM) writes the open step too
 
     def _start_timeline(self, rank: int | None) -> None:
         """With profiling on (the job's profilerconfig.json), record each step in the step timeline."""
@@ -471,5 +475,7 @@ class DetachedHook:
 def _do_nothing(*args: Any, **kwargs: Any) -> None:
     return None
 
+
+termination.ENTRY_POINTS.add(Hook.close.__code__)  # a SIGTERM during close() waits for it (termination.py)
 
 __all__ = ["SCALAR_PREFIX", "DetachedHook", "Hook", "guarded"]

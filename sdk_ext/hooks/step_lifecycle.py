@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 import logging
 import sys
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
+from sdk_ext.hooks import termination
 from sdk_ext.hooks.output import TrialOutput
 from sdk_ext.hooks.policy import SavePolicy
 from sdk_ext.hooks.step_counter import Step, StepCounter
@@ -42,8 +44,14 @@ def guarded(method: F) -> F:
         except Exception:  # noqa: BLE001 - everything; training must go on
             self._fail(method.__name__)
             return None
+        finally:
+            if termination.pending is not None:  # a SIGTERM waited for this call to end
+                termination.leaving(inspect.currentframe())
 
     return wrapper  # type: ignore[return-value]
+
+
+termination.ENTRY_POINTS.add(guarded(lambda self: None).__code__)  # every guarded method shares this code
 
 
 class HookSteps:

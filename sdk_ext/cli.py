@@ -8,8 +8,9 @@
 
 A script that imports torch gets the hook without code changes (``--no-zero-change`` opts out).
 Progress is shown on a terminal only; piped or in CI, the output is just the result. Exit codes:
-0 success, 1 the job failed or saved nothing for its rules, 2 bad usage or input (nothing started),
-3 (``rules``) a rule found issues, 130 interrupted (the summary and report are still written).
+0 success, 1 the job failed (a full disk included) or saved nothing for its rules, 2 bad usage or input
+(nothing started), 3 (``rules``) a rule found issues, 130 interrupted (143 by SIGTERM; the summary and report
+are still written).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``sdk-ext``; returns the exit code."""
     from sdk_ext.local.cli.console import Console
+    from sdk_ext.local.jobs.disk import DiskFullError
 
     argv = list(sys.argv[1:] if argv is None else argv)
     script_args: list[str] = []
@@ -65,6 +67,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # `sdk-ext trial ... | head`: the reader has what it wanted
         _silence_stdout()
         return 0
+    except DiskFullError as err:  # the environment failed, not the input: as a failed job
+        console.done()
+        sys.stderr.write(f"sdk-ext: {err}\n")
+        return 1
     except (SdkExtError, ValueError, OSError) as err:
         console.done()
         sys.stderr.write(f"sdk-ext: {err}\n")

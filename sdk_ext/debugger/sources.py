@@ -17,6 +17,7 @@ from typing import Any, Protocol
 from urllib.parse import urlparse
 
 from sdk_ext.exceptions import StorageError
+from sdk_ext.storage import uris
 
 
 class RuleSourceUploader(Protocol):
@@ -26,13 +27,11 @@ class RuleSourceUploader(Protocol):
 
 
 def local_source_path(source: str) -> str | None:
-    """The filesystem path of a local ``source`` (plain path or ``file://`` URI), else None."""
-    parsed = urlparse(source)
-    if parsed.scheme == "file":
-        return parsed.path
-    if parsed.scheme == "" or (len(parsed.scheme) == 1 and os.name == "nt"):  # C:\ on Windows
-        return source
-    return None
+    """The filesystem path of a local ``source`` (plain path or ``file://`` URI, percent-decoded), else None."""
+    try:
+        return uris.local_path(source)
+    except ValueError:  # a file:// URI of another host: no local file
+        return None
 
 
 def _split_s3(uri: str) -> tuple[str, str]:

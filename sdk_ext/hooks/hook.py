@@ -37,7 +37,7 @@ import numpy as np
 
 from sdk_ext.format.collection_file import CollectionsFile
 from sdk_ext.format.events import to_numpy
-from sdk_ext.hooks import registry
+from sdk_ext.hooks import registry, termination
 from sdk_ext.hooks.collections import (
     BUILTIN_REGEXES,
     KNOWN_NAMES,
@@ -331,6 +331,7 @@ class Hook(HookSteps):
         if self._closed:
             return
         self._closed = True
+        termination.enter()  # a SIGTERM meanwhile waits: this close is what it would do
         try:
             if self._disabled:
                 if self._out is not None:
@@ -348,6 +349,7 @@ class Hook(HookSteps):
         finally:
             self._disabled = True
             registry.forget(self)
+            termination.leave()
 
     def _get_worker_name(self) -> str:
         """This process's worker name, ``worker_{rank}`` (smdebug's name for it; also :attr:`worker`)."""
@@ -387,6 +389,7 @@ class Hook(HookSteps):
                 tensorboard_dir=tb_dir,
             )
         atexit.register(_close_at_exit, weakref.ref(self))
+        termination.watch(self)  # a stop (SIGTERM) writes the open step too
 
     def _distributed_info(self) -> tuple[int, int]:
         """(rank, world size) as the framework sees it; frameworks override."""

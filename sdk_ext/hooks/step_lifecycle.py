@@ -19,6 +19,7 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
+from sdk_ext.hooks import termination
 from sdk_ext.hooks.output import TrialOutput
 from sdk_ext.hooks.policy import SavePolicy
 from sdk_ext.hooks.step_counter import Step, StepCounter
@@ -36,11 +37,14 @@ def guarded(method: F) -> F:
     def wrapper(self: HookSteps, *args: Any, **kwargs: Any) -> Any:
         if self._disabled:
             return None
+        termination.enter()  # a SIGTERM arriving inside waits until the hook is between two calls
         try:
             return method(self, *args, **kwargs)
         except Exception:  # noqa: BLE001 - everything; training must go on
             self._fail(method.__name__)
             return None
+        finally:
+            termination.leave()
 
     return wrapper  # type: ignore[return-value]
 

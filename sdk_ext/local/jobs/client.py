@@ -28,6 +28,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from sdk_ext.exceptions import ConfigError
+from sdk_ext.local.jobs.claim import JobExistsError
 from sdk_ext.local.jobs.runner import JobRunner, LocalSettings
 from sdk_ext.local.jobs.state import TERMINAL_JOB_STATUSES, JobStateError
 
@@ -56,8 +57,9 @@ class LocalSageMakerClient:
         """Register a job and prepare its directory, without starting it.
 
         Raises:
-            ConfigError: the request cannot run locally (the message says why and how to fix it).
-            ClientError: ResourceInUse, a job of that name exists already.
+            ConfigError: the request cannot run locally (the message says why and how to fix it); JobExistsError
+                when its job directory is another run's (in this process or another).
+            ClientError: ResourceInUse, a job of that name exists already in this client.
         """
         runner = JobRunner(request, settings=self.settings, client=self, job_dir=job_dir,
                            entry_point=entry_point, script_args=script_args, zero_change=zero_change)
@@ -89,6 +91,8 @@ class LocalSageMakerClient:
         """
         try:
             runner = self.prepare_job(request)
+        except JobExistsError as err:  # another run (maybe another process) holds the name
+            raise _error("CreateTrainingJob", str(err), "ResourceInUse") from err
         except ConfigError as err:
             raise _error("CreateTrainingJob", str(err)) from err
         thread = threading.Thread(target=self._run_quietly, args=(runner,), name=f"local job {runner.name}",

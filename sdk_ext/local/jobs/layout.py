@@ -14,6 +14,8 @@
       rules/<RuleConfigurationName>/      status.json and evaluator.log of each rule evaluation
       logs/training.log                   the entry point's stdout and stderr
       request.json  job.json  events.jsonl   the request; DescribeTrainingJob as last seen; every event
+      runner.json                         the claim on the job's name: which runner runs it (claim.py)
+      code/                               a .tar.gz submit directory, unpacked (archive.py)
 
 Container paths in the request (``DebugHookConfig.LocalPath``, ``TensorBoardOutputConfig.LocalPath``)
 under /opt/ml are moved into the job directory.
@@ -27,17 +29,19 @@ writes the end-of-training marker), ``SMDEBUG_CONFIG_FILE_PATH`` / ``TENSORBOARD
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
 
 from sdk_ext.format.paths import END_OF_JOB
 from sdk_ext.local.request import check as request_check
+from sdk_ext.storage import uris
 
 logger = logging.getLogger(__name__)
 
@@ -109,9 +113,14 @@ class JobDir:
 def write_json(path: Path, value: Any) -> None:
     """Write JSON atomically (temporary file, then rename): a reader never sees half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(value, indent=2, default=str) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")  # one per writer
+    try:
+        tmp.write_text(json.dumps(value, indent=2, default=str) + "\n", encoding="utf-8")
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
 
 
 def write_end_marker(trial_dir: Path) -> None:
@@ -123,13 +132,12 @@ def write_end_marker(trial_dir: Path) -> None:
 
 
 def local_source(uri: str) -> Path | None:
-    """The local path of a ``file://`` URI or a plain path; None for s3:// and other schemes."""
-    parsed = urlparse(uri)
-    if parsed.scheme == "file":
-        return Path(parsed.path)
-    if parsed.scheme == "":
-        return Path(uri)
-    return None
+    """The local path of a ``file://`` URI (percent-decoded) or a plain path; None for s3:// and other schemes."""
+    try:
+        path = uris.local_path(uri)
+    except ValueError:  # a file:// URI of another host
+        return None
+    return None if path is None else Path(path)
 
 
 def decode_hyperparameter(value: str) -> Any:

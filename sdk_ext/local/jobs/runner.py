@@ -18,8 +18,10 @@ job), gives the rules ``rule_timeout`` seconds to finish the steps left, and sto
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
+import shutil
 import signal
 import sys
 import threading
@@ -30,12 +32,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from sdk_ext.exceptions import ConfigError
-from sdk_ext.local.jobs import deployment, frameworks, layout, rule_jobs
+from sdk_ext.local.jobs import deployment, disk, frameworks, layout, rule_jobs
+from sdk_ext.local.jobs.claim import Claim
 from sdk_ext.local.jobs.entry import Command, check_paths, check_request, failure_reason, resolve_command
 from sdk_ext.local.jobs.events import EventDispatcher, Target, state_change_event, to_json
 from sdk_ext.local.jobs.processes import Child, stop_all
-from sdk_ext.local.jobs.state import JobStateError, LocalJob, utc_now
+from sdk_ext.local.jobs.state import TERMINAL_RULE_STATUSES, JobStateError, LocalJob, utc_now
 
 logger = logging.getLogger(__name__)
 
@@ -116,6 +118,10 @@ class JobRunner:
         self._rules: list[rule_jobs.RuleProcess] = []
         self._command: Command | None = None
         self._channels: dict[str, Path] = {}
+        self._claim: Claim | None = None
+        self._reserve = disk.Reserve(self.dir.root)
+        self._full: disk.DiskFullError | None = None  # the job's disk filled up: it ends Failed
+        self._next_disk_check = 0.0
         self._rule_arns = self._arns("DebugRuleConfigurations")
         self.dispatcher = EventDispatcher([], log_path=self.dir.events)
         self.job = LocalJob(self.request, arn=self.arn, rule_arns=self._rule_arns,
@@ -135,12 +141,38 @@ class JobRunner:
     def prepare(self) -> None:
         """Create the job directory and resolve the entry point (errors here mean: nothing started).
 
+        The job directory is claimed first (claim.py: atomic, so of two runs of one name at the same
+        moment one is refused); if anything here fails the claim is given back and what it made removed.
+
         Raises:
-            ConfigError: a bad request, a missing entry point, a job directory already used, no evaluate.py.
+            ConfigError: a bad request, a missing entry point, no evaluate.py; JobExistsError (one) for a job
+                directory already used.
+            DiskFullError: the job directory's file system is full.
         """
-        if self.dir.job_json.exists():
-            raise ConfigError(f"{self.dir.root} already holds a job (job.json); choose another job name or "
-                              "directory", where="local job")
+        try:
+            self._claim = Claim.take(self.dir.root)
+            try:
+                self._prepare()
+            except BaseException:
+                self._unprepare()
+                raise
+        except OSError as err:
+            if disk.is_full(err) and not isinstance(err, disk.DiskFullError):
+                raise disk.DiskFullError(err, err.filename, self.dir.root) from err
+            raise
+
+    def _unprepare(self) -> None:
+        """Nothing ran: remove what prepare made (all of the directory if it made the directory)."""
+        assert self._claim is not None
+        if self._claim.created_dir:
+            shutil.rmtree(self.dir.root, ignore_errors=True)
+        else:
+            shutil.rmtree(self.dir.root / "code", ignore_errors=True)
+            self._reserve.give_back()
+        self._claim.release()
+        self._claim = None
+
+    def _prepare(self) -> None:
         if self.request.get("DebugRuleConfigurations"):
             self._evaluator = deployment.evaluator_command(self.settings.rules_dir)
         self._command = resolve_command(self.request, self.dir, python=self.settings.python,
@@ -151,6 +183,7 @@ class JobRunner:
             environment[frameworks.ENV] = "1" if self.zero_change else "0"
             self.request["Environment"] = environment
         self._channels = layout.prepare(self.dir, self.request)
+        self._reserve.take()  # DiskFullError: not even the job's last words would fit
         targets: list[Target] = []
         if self.settings.auto_stop:
             from sdk_ext.local.jobs.events import AutoStopTarget
@@ -186,7 +219,27 @@ class JobRunner:
                                "StatusFile": str(r.status_path), "Log": str(r.child.log_path)}
                       for r in self._rules if (state := self.job.rules().get(r.name)) is not None},
         }
-        layout.write_json(self.dir.job_json, {**to_json(self.job.describe()), "SdkExtLocal": local})
+        try:
+            layout.write_json(self.dir.job_json, {**to_json(self.job.describe()), "SdkExtLocal": local})
+        except OSError as err:
+            if not disk.is_full(err):
+                raise
+            self._note_full(err, self.dir.job_json)
+
+    def _note_full(self, err: OSError, path: Path) -> None:
+        """The job's disk is full (disk.py): the supervisor ends the job Failed at its next turn."""
+        if self._full is None:
+            self._full = disk.DiskFullError(err, path, self.dir.root)
+            logger.error("job %s: %s; ending the job", self.name, self._full.strerror)
+            self._wake.set()
+
+    def _end_marker(self) -> None:
+        try:
+            layout.write_end_marker(self.trial_dir)
+        except OSError as err:
+            if not disk.is_full(err):
+                raise
+            self._note_full(err, self.trial_dir)
 
     # --- supervision --------------------------------------------------------------------------------
 
@@ -203,14 +256,19 @@ class JobRunner:
         try:
             self._start_rules()
             self._train()
-            layout.write_end_marker(self.trial_dir)
+            self._end_marker()
             self._save()
-            self._finish_rules()
+            if self._full is None:
+                self._finish_rules()
         except BaseException as err:
             self._abort(err)
             raise
         finally:
             stop_all(self._children, self.settings.rule_stop_grace)
+            self._reserve.give_back()  # every process has ended: the job's last words fit now
+            if self._full is not None:
+                self._end_rules(f"the local job failed: {self._full.failure_reason}")
+                self._end_marker()
             self._refresh_rules(final=True)
             self._save()
             self.dispatcher.close()
@@ -220,7 +278,7 @@ class JobRunner:
     def _spawn(self, name: str, argv: list[str], env: dict[str, str], cwd: Path, log: Path,
                sink: Callable[[str], None] | None, death_signal: int) -> Child:
         child = Child(name, argv, env=env, cwd=cwd, log_path=log, sink=sink, parent_death_signal=death_signal,
-                      python=self.settings.python)
+                      death_grace=self.settings.stop_grace)
         self._children.append(child)
         child.start()
         return child
@@ -274,12 +332,43 @@ class JobRunner:
                     self.job.request_stop(secondary="MaxRuntimeExceeded")
                 except JobStateError:
                     pass
-            if self.job.stop_requested:
+            self._check_disk()
+            if self.job.stop_requested or self._full is not None:
                 self._training.terminate()
                 self._training.escalate(self.settings.stop_grace)
-        reason = None if code == 0 or self.job.stop_requested else \
-            failure_reason(code, command, self.dir, self._training.output_tail())
+        self._check_disk(now=True)
+        self._save()  # a write before the outcome is decided: a full disk fails the job
+        reason: str | None
+        if self.job.stop_requested:
+            reason = None
+        elif self._full is not None:
+            reason = self._full.failure_reason
+        else:
+            reason = None if code == 0 else failure_reason(code, command, self.dir, self._training.output_tail())
         self.job.training_ended(failure_reason=reason)
+
+    def _check_disk(self, *, now: bool = False) -> None:
+        """Is the job's disk full? (disk.py: the training log failed, or too little is free; once a second.)"""
+        assert self._training is not None
+        output_error = self._training.output_error
+        if output_error is not None and disk.is_full(output_error):
+            self._note_full(output_error, self._training.log_path)
+        if self._full is not None or (not now and time.monotonic() < self._next_disk_check):
+            return
+        self._next_disk_check = time.monotonic() + 1.0
+        free = disk.free_bytes(self.trial_dir if self.trial_dir.exists() else self.dir.root)
+        if free is not None and free < disk.LOW_WATER:
+            where = self.trial_dir if self.trial_dir.exists() else self.dir.root
+            self._note_full(OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(where)), where)
+
+    def _end_rules(self, why: str) -> None:
+        """The job failed under the rules (their processes have ended): a rule without a verdict of its own
+        is Stopped, saying why."""
+        for r in self._rules:
+            r.read_if_changed()
+            if r.last is not None and r.last.status in TERMINAL_RULE_STATUSES:
+                continue  # its own verdict stands (_refresh_rules applies it)
+            self.job.update_rule(r.name, status="Stopped", details=f"Rule evaluation stopped: {why}")
 
     def _finish_rules(self) -> None:
         """After training: let the rules finish the steps left, for up to ``rule_timeout`` seconds."""
@@ -337,4 +426,5 @@ class JobRunner:
         stop_all(self._children, min(self.settings.stop_grace, 5.0))
         self.job.training_ended(failure_reason=f"InternalServerError: the local runner failed: "
                                 f"{type(err).__name__}: {err}")
-        layout.write_end_marker(self.trial_dir)
+        self._reserve.give_back()
+        self._end_marker()

@@ -1,0 +1,123 @@
+"""SIGTERM ends training with the open step written, as a normal exit would.
+
+A stop (StopTrainingJob, a rule's StopTraining action, ``MaxRuntimeInSeconds``) reaches the training
+process as SIGTERM, whose default action ends the process at once: no ``atexit``, so the hooks' step in
+progress (a framework hook closes a step when the next one starts) was lost. A stalled script trained
+step 19 and the trial ended at step 18.
+
+:func:`watch` installs a handler for SIGTERM, once, in the process that created the first hook, from
+the main thread, and only if SIGTERM still has its default action (a script's own handler is left
+alone, and a handler the script installs later replaces this one). The handler closes every live hook
+(which finishes the open step and writes the collections file) and then dies of SIGTERM exactly as
+before: the default action restored and the signal sent again, so the exit status is still
+"killed by SIGTERM" and nothing else of the script (its ``finally`` blocks, ``atexit``) runs that would
+not have run before.
+
+A signal handler runs on the main thread between two bytecodes, possibly in the middle of a hook
+method. Hook entry points run inside :func:`busy`; a SIGTERM that arrives there is held until the
+outermost one returns, so a hook is never closed half-way through a step. A forked child (a data
+loader worker) inherits the handler but not the hooks: there the handler only dies of SIGTERM.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import threading
+import weakref
+from collections.abc import Iterator
+from typing import Any, Protocol
+
+logger = logging.getLogger(__name__)
+
+
+class _Closable(Protocol):
+    def close(self) -> None: ...
+
+
+_lock = threading.Lock()  # guards _installed_in and _hooks
+_hooks: weakref.WeakSet[Any] = weakref.WeakSet()
+_installed_in: int | None = None  # the pid whose handler this is
+_depth = 0  # nesting of hook calls on the main thread (only there does the handler run)
+_pending: int | None = None  # a signal held until the outermost hook call returns
+_MAIN = threading.main_thread().ident
+
+
+def watch(hook: _Closable) -> bool:
+    """Close ``hook`` when SIGTERM ends this process. Returns whether the handler is (now) in place."""
+    global _installed_in
+    with _lock:
+        _hooks.add(hook)
+        if _installed_in == os.getpid():
+            return signal.getsignal(signal.SIGTERM) is _on_sigterm
+        if threading.current_thread() is not threading.main_thread():
+            return False  # only the main thread may set handlers; the process keeps SIGTERM's default
+        try:
+            if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+                return False  # the script (or its framework) handles SIGTERM itself
+            signal.signal(signal.SIGTERM, _on_sigterm)
+        except (ValueError, OSError):  # not the main interpreter, or no signals here
+            return False
+        _installed_in = os.getpid()
+        return True
+
+
+def enter() -> None:
+    """A hook entry point starts: a SIGTERM arriving before the matching :func:`leave` waits for it."""
+    global _depth
+    if threading.get_ident() == _MAIN:
+        _depth += 1
+
+
+def leave() -> None:
+    """The entry point :func:`enter` announced has returned (call it in a ``finally``)."""
+    global _depth
+    if threading.get_ident() == _MAIN:
+        _depth -= 1
+        if _depth == 0 and _pending is not None:
+            _finish(_pending)
+
+
+@contextlib.contextmanager
+def busy() -> Iterator[None]:
+    """``with busy():`` = :func:`enter` ... :func:`leave`."""
+    enter()
+    try:
+        yield
+    finally:
+        leave()
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    global _pending
+    if _installed_in != os.getpid():  # a forked child: it has no hooks of its own to close
+        _die(signum)
+    if _depth:
+        _pending = signum
+        return
+    _finish(signum)
+
+
+def _finish(signum: int) -> None:
+    global _pending
+    _pending = None
+    with _lock:
+        hooks = list(_hooks)
+    for hook in hooks:
+        try:
+            hook.close()  # never raises; logs its own failure
+        except Exception:  # noqa: BLE001 - whatever happens, the process must still end
+            logger.exception("sdk_ext: closing the hook on SIGTERM failed")
+    _die(signum)
+
+
+def _die(signum: int) -> None:
+    """End the process by ``signum``'s default action, as if no handler had been installed."""
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signum})  # in case the signal was blocked: deliver it now
+
+
+__all__ = ["busy", "enter", "leave", "watch"]

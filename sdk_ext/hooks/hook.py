@@ -38,6 +38,7 @@ import numpy as np
 from sdk_ext.format.collection_file import CollectionsFile
 from sdk_ext.format.events import to_numpy
 from sdk_ext.hooks import registry, termination
+from sdk_ext.hooks.claim import TrialClaim
 from sdk_ext.hooks.collections import (
     BUILTIN_REGEXES,
     KNOWN_NAMES,
@@ -52,7 +53,7 @@ from sdk_ext.hooks.reduction_config import RAW_ONLY, ReductionConfig
 from sdk_ext.hooks.save_config import SaveConfig, SaveConfigMode
 from sdk_ext.hooks.step_counter import StepCounter
 from sdk_ext.hooks.step_lifecycle import HookSteps, guarded
-from sdk_ext.storage import Storage
+from sdk_ext.storage import LocalStorage, Storage
 
 logger = logging.getLogger(__name__)
 
@@ -165,6 +166,7 @@ class Hook(HookSteps):
         self._clock = clock
         self._out: TrialOutput | None = None
         self._worker_ready = False
+        self._claim: TrialClaim | None = None
         self._num_workers = 1
         self.worker = "worker_0"
         self._disabled = False
@@ -350,6 +352,8 @@ class Hook(HookSteps):
             self._disabled = True
             registry.forget(self)
             termination.leave()
+            if self._claim is not None:
+                self._claim.release()
 
     def _get_worker_name(self) -> str:
         """This process's worker name, ``worker_{rank}`` (smdebug's name for it; also :attr:`worker`)."""
@@ -379,6 +383,8 @@ class Hook(HookSteps):
         writes = self.include_workers == "all" or rank == 0
         self._num_workers = size if self.include_workers == "all" else 1
         self._worker_ready = True
+        if writes and not self.dry_run and size == 1 and self._rank is None and isinstance(self.storage, LocalStorage):
+            writes = self._claim_trial()
         if writes and not self.dry_run:
             tb_dir = self.tensorboard_dir if self.export_tensorboard else None
             if tb_dir is not None and "://" in tb_dir:
@@ -390,6 +396,23 @@ class Hook(HookSteps):
             )
         atexit.register(_close_at_exit, weakref.ref(self))
         termination.watch(self)  # a stop (SIGTERM) writes the open step too
+
+    def _claim_trial(self) -> bool:
+        """A process without a rank writes only if no other live process writes this trial (see
+        :mod:`sdk_ext.hooks.claim`)."""
+        assert isinstance(self.storage, LocalStorage)
+        claim = TrialClaim(self.storage.root)
+        if claim.acquire():
+            self._claim = claim
+            return True
+        logger.warning(
+            "sdk_ext hook (pid %d): another process (pid %s) is writing the trial %s as worker_0, so this one "
+            "saves nothing. Processes started with torch.multiprocessing or multiprocessing have no rank of "
+            "their own; to save from each, initialize torch.distributed before the first step (each then "
+            "writes as worker_{rank}) or give each its own out_dir.",
+            os.getpid(), claim.holder() or "?", self.out_dir,
+        )
+        return False
 
     def _distributed_info(self) -> tuple[int, int]:
         """(rank, world size) as the framework sees it; frameworks override."""

@@ -10,19 +10,31 @@ from __future__ import annotations
 import difflib
 import json
 import re
-from collections.abc import Mapping, Sequence
+import warnings
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import smdebug_rulesconfig as rule_configs
 
-from sdk_ext.debugger import CollectionConfig, DebuggerHookConfig, Rule, apply_debugger
+from sdk_ext.debugger import (
+    CollectionConfig,
+    DebuggerHookConfig,
+    Rule,
+    SdkExtRuleImageWarning,
+    apply_debugger,
+    replica_divergence,
+)
 from sdk_ext.exceptions import ConfigError
 from sdk_ext.rules.builtin import BUILTIN_RULES
 
 LOCAL_OUTPUT = "s3://sdk-ext-local/output"  # a placeholder: local jobs write into their job directory
 REGION = "us-east-1"  # only names the (unused) rule images
+#: sdk_ext's own built-in rules: the name the CLI takes -> its base config
+SDK_EXT_RULE_CONFIGS: dict[str, Callable[[], dict[str, Any]]] = {"ReplicaDivergence": replica_divergence}
+#: Hook parameters a rule needs unless the options set them (ReplicaDivergence compares every worker's copy)
+RULE_HOOK_PARAMETERS: dict[str, dict[str, str]] = {"replicadivergence": {"include_workers": "all"}}
 
 
 class LocalSourceUploader:
@@ -45,6 +57,7 @@ def builtin_rule(name: str) -> dict[str, Any]:
     table = {_key(n): n for n in dir(rule_configs) if not n.startswith("_") and n.islower()
              and callable(getattr(rule_configs, n))}
     table = {k: v for k, v in table.items() if isinstance(_call(v), Mapping) and "DebugRuleConfiguration" in _call(v)}
+    table.update({_key(n): n for n in SDK_EXT_RULE_CONFIGS})
     runnable = {_key(n) for n in BUILTIN_RULES}  # the evaluator's; rulesconfig also has report rules
     found = table.get(_key(name))
     if found is not None and _key(name) not in runnable:
@@ -62,8 +75,9 @@ def builtin_rule(name: str) -> dict[str, Any]:
 
 
 def _call(function_name: str) -> Any:
+    own = SDK_EXT_RULE_CONFIGS.get(function_name)
     try:
-        return getattr(rule_configs, function_name)()
+        return own() if own is not None else getattr(rule_configs, function_name)()
     except TypeError:
         return None
 
@@ -160,6 +174,9 @@ def build_request(
                                         rule_parameters=params))
     names = list(dict.fromkeys([*collections, *per_collection]))
     hook_parameters = dict(split_param(h, "--hook-param", named=False)[1:] for h in hook_params)
+    for name in rules:
+        for key, value in RULE_HOOK_PARAMETERS.get(_key(name), {}).items():
+            hook_parameters.setdefault(key, value)
     saving = _save_settings(hook_parameters, save_interval, default_save_interval)
     hook_parameters.update(saving)
     touches_hook = bool(names or hook_parameters or rule_objects) or "DebugHookConfig" not in request
@@ -171,8 +188,10 @@ def build_request(
             collection_configs=[CollectionConfig(n, per_collection.get(n)) for n in names] or None)
         request.pop("DebugHookConfig", None)
         existing_collections = existing.get("CollectionConfigurations") or []
-        request = apply_debugger(request, debugger_hook_config=hook, rules=rule_objects or None, region=REGION,
-                                 disable_profiler=True, uploader=LocalSourceUploader())
+        with warnings.catch_warnings():  # the local evaluator has sdk_ext's own rules (not SageMaker's image)
+            warnings.simplefilter("ignore", SdkExtRuleImageWarning)
+            request = apply_debugger(request, debugger_hook_config=hook, rules=rule_objects or None, region=REGION,
+                                     disable_profiler=True, uploader=LocalSourceUploader())
         request["DebugHookConfig"]["CollectionConfigurations"] = [
             *existing_collections, *request["DebugHookConfig"]["CollectionConfigurations"]]
     for collection in request["DebugHookConfig"]["CollectionConfigurations"] if saving else ():

@@ -13,7 +13,7 @@ from sdk_ext.exceptions import ConfigError
 from sdk_ext.local.cli.console import Console
 from sdk_ext.local.jobs.client import LocalSageMakerClient
 from sdk_ext.local.jobs.runner import LocalSettings
-from sdk_ext.local.request.from_options import build_request
+from sdk_ext.local.request.from_options import build_request, with_cluster
 
 DEFAULT_SAVE_INTERVAL = 10
 
@@ -46,6 +46,11 @@ def add_parser(sub: Any) -> None:
                       "as SageMaker's framework containers do)")
     zero.add_argument("--no-zero-change", dest="zero_change", action="store_const", const=False,
                       help="run the script as it is: only the hook its own code creates saves data")
+    p.add_argument("--instance-count", type=int, metavar="N",
+                   help="emulated hosts algo-1..N on this machine (ResourceConfig.InstanceCount; default 1)")
+    p.add_argument("--processes-per-host", type=int, metavar="P",
+                   help="processes per host: each a rank with torchrun's environment (RANK, LOCAL_RANK, "
+                   "WORLD_SIZE, ...), unless the request names another launcher (mpirun)")
     p.add_argument("--no-auto-stop", action="store_true", help="do not deliver events to the auto-stop handler")
     p.add_argument("--stop-grace", type=float, default=10.0, help="seconds from SIGTERM to SIGKILL (default 10)")
     p.add_argument("--rule-timeout", type=float, default=60.0,
@@ -73,6 +78,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         custom_rules=args.custom_rule, collections=args.collection, collection_params=args.collection_param,
         hook_params=args.hook_param, hyperparameters=args.hyperparameter, save_interval=args.save_interval,
         default_save_interval=default_interval)
+    request = with_cluster(request, instance_count=args.instance_count, processes_per_host=args.processes_per_host)
     _refuse_bad_hook_config(request, args)
     echo = console.result if args.verbose and not args.quiet else console.echo
     settings = LocalSettings(jobs_root=args.jobs_dir, stop_grace=args.stop_grace, rule_timeout=args.rule_timeout,

@@ -204,12 +204,50 @@ def summary_lines(final: dict[str, Any], job_dir: Path, report: Path | None) -> 
             status, why = "NoIssuesFound, but it checked nothing", why[len(CHECKED_NOTHING):].strip()
         lines.append(f"  {v.rule}: {status}" + (f" at step {step_text(v.step, modes)}" if v.step is not None else "")
                      + (f" ({why})" if why else ""))
+    lines += cluster_lines(job, Path(job.get("SdkExtLocal", {}).get("TrialDir") or job_dir / "output" / "tensors"))
     no_data = no_data_note(job, job_dir)
     if no_data:
         lines.append(f"  no debugging data was saved: {no_data}")
     lines.append(f"  job directory: {job_dir}")
     if report is not None:
         lines.append(f"  report: {report.resolve()}")
+    return lines
+
+
+def worker_steps(trial_dir: Path) -> dict[str, int]:
+    """Each worker's last saved step, from the trial's index file names (nothing is read)."""
+    from sdk_ext.format.paths import INDEX_DIR, parse_index_key
+
+    last: dict[str, int] = {}
+    for path in (trial_dir / INDEX_DIR).glob("*/*.json"):
+        parsed = parse_index_key(f"{INDEX_DIR}/{path.parent.name}/{path.name}")
+        if parsed is not None:
+            step, worker = parsed
+            last[worker] = max(step, last.get(worker, step))
+    return dict(sorted(last.items(), key=lambda kv: (len(kv[0]), kv[0])))
+
+
+def cluster_lines(job: dict[str, Any], trial_dir: Path) -> list[str]:
+    """A job of several hosts or processes: how they ran and ended, and each worker's last saved step."""
+    local = job.get("SdkExtLocal") or {}
+    hosts, processes, launch = local.get("Hosts") or [], local.get("Processes") or [], local.get("Launcher") or {}
+    lines: list[str] = []
+    if len(hosts) > 1 or len(processes) > 1:
+        codes: dict[str, int] = {}
+        for p in processes:
+            code = p.get("ExitCode")
+            key = "still running" if code is None else f"exit code {code}"
+            codes[key] = codes.get(key, 0) + 1
+        ended = ", ".join(f"{n} {key}" for key, n in codes.items())
+        lines.append(f"  {len(hosts)} host{'s' if len(hosts) != 1 else ''} x {launch.get('ProcessesPerHost', 1)} "
+                     f"process{'es' if launch.get('ProcessesPerHost', 1) != 1 else ''} ({launch.get('Kind')}, "
+                     f"chosen by {launch.get('ChosenBy')}): {ended}")
+    steps = worker_steps(trial_dir)
+    if len(steps) > 1:
+        if len(set(steps.values())) == 1:
+            lines.append(f"  {len(steps)} workers saved ({', '.join(steps)}), each up to step {next(iter(steps.values()))}")
+        else:
+            lines.append(f"  {len(steps)} workers saved, last step: " + ", ".join(f"{w} {s}" for w, s in steps.items()))
     return lines
 
 

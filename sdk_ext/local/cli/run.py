@@ -214,6 +214,15 @@ def summary_lines(final: dict[str, Any], job_dir: Path, report: Path | None) -> 
     return lines
 
 
+def _signal_name(number: int) -> str | None:
+    import signal
+
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return None
+
+
 def worker_steps(trial_dir: Path) -> dict[str, int]:
     """Each worker's last saved step, from the trial's index file names (nothing is read)."""
     from sdk_ext.format.paths import INDEX_DIR, parse_index_key
@@ -236,7 +245,8 @@ def cluster_lines(job: dict[str, Any], trial_dir: Path) -> list[str]:
         codes: dict[str, int] = {}
         for p in processes:
             code = p.get("ExitCode")
-            key = "still running" if code is None else f"exit code {code}"
+            killer = _signal_name(-code) if code is not None and code < 0 else None
+            key = "still running" if code is None else f"ended by {killer}" if killer else f"exit code {code}"
             codes[key] = codes.get(key, 0) + 1
         ended = ", ".join(f"{n} {key}" for key, n in codes.items())
         lines.append(f"  {len(hosts)} host{'s' if len(hosts) != 1 else ''} x {launch.get('ProcessesPerHost', 1)} "

@@ -66,10 +66,10 @@ class ExplodingTensor(BuiltinRule):
         # Every worker reads every worker's tensors: a value gone bad on some workers only (one rank's loss)
         # points at where it started, before collectives carried it to the rest (gradients, weights).
         share, name, worker, nan, inf, size = min(hits, key=lambda h: h[0])
-        others = sorted({str(h[2]) for h in hits} - {str(worker)})
+        others = sorted({str(h[2]) for h in hits if (h[1], h[2]) != (name, worker)}, key=lambda w: (len(w), w))
         more = len({(h[1], h[2]) for h in hits}) - 1
         also = (f"; {more} more tensor values hold NaN or infinity, on "
-                f"{', '.join(others) if others else str(worker) + ' only'}") if more else ""
+                f"{', '.join(others)}") if more else ""
         where = f"{worker} only" if share < 1 else f"{worker} (and every other worker)"
         return self.found_issue(f"tensor {name!r} of {where} has {nan} NaN and {inf} infinite values out of "
                                 f"{size}{also}")

@@ -172,9 +172,9 @@ class Tensor(TensorDisplay):
                             sf = f
                             break
             else:  # one worker of several (a rule comparing workers asks each at a step): no scan
-                f = self._index.file_of(step_num, worker)
-                if f is not None and name in f.names:
-                    sf = f
+                held = self._index.file_of(step_num, worker)
+                if held is not None and name in held.names:
+                    sf = held
         if sf is None:
             sf = self._step_file(step_num, mode, worker)
         loc = sf.raw.get(name)
@@ -199,9 +199,18 @@ class Tensor(TensorDisplay):
         and the records that share a wire layout are checked and copied together, so a value costs
         a fraction of a ``value()`` call. Each value is a row of a new array (one per layout):
         writable, and changing it changes no other value and no later read.
+
+        Raises:
+            IndexReaderException: an index file of the trial is damaged, so a step of this tensor may
+                be missing from the answer (never a silent gap).
         """
         mode = _mode(mode)
         steps = self.steps(mode=mode)
+        damaged = self._index.damaged
+        if damaged:
+            damage = self._index.damage_at(min(damaged), ModeKeys.GLOBAL)
+            if damage is not None:
+                raise damage
         got = self._reads.read_steps(self.name, steps, mode, worker)
         if got is not None:
             return dict(zip(steps, got))

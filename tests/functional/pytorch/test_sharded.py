@@ -15,9 +15,9 @@ from typing import Any
 
 import numpy as np
 import pytest
+from sdk_ext.hooks.reductions import reduce_numpy
 
 from sdk_ext.exceptions import NoMoreData, RuleEvaluationConditionMet
-from sdk_ext.hooks.reductions import reduce_numpy
 from sdk_ext.rules import invoke_rule
 from sdk_ext.rules.builtin import ReplicaDivergence
 from sdk_ext.trials import create_trial

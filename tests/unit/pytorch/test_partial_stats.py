@@ -8,9 +8,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
+from sdk_ext.hooks.reductions import reduce_numpy
 
 from sdk_ext.format.paths import ALL_OPS
-from sdk_ext.hooks.reductions import reduce_numpy
 from sdk_ext.pytorch.gather import merge_stats, partial_stats, stat_value
 
 values = arrays(np.float32, st.integers(1, 40), elements=st.floats(-1e3, 1e3, width=32))

@@ -38,7 +38,7 @@ import numpy as np
 
 from sdk_ext.format.collection_file import CollectionsFile
 from sdk_ext.format.events import to_numpy
-from sdk_ext.hooks import registry, termination
+from sdk_ext.hooks import registry, termination, workers
 from sdk_ext.hooks.claim import TrialClaim
 from sdk_ext.hooks.collections import (
     BUILTIN_REGEXES,
@@ -442,8 +442,9 @@ class Hook(HookSteps):
         return False
 
     def _distributed_info(self) -> tuple[int, int]:
-        """(rank, world size) as the framework sees it; frameworks override."""
-        return 0, 1
+        """(rank, world size) as the framework sees it (frameworks override), else as a launcher's or
+        TensorFlow's environment says (:mod:`sdk_ext.hooks.workers`), else one worker."""
+        return workers.environment_rank(os.environ) or (0, 1)
 
     def _collections_file(self) -> CollectionsFile:
         return self.collection_manager.to_file(

@@ -32,6 +32,7 @@ with a do-nothing :class:`~sdk_ext.hooks.hook.DetachedHook` in its place. Values
 from __future__ import annotations
 
 import logging
+import os
 import re
 from typing import Any
 
@@ -43,6 +44,7 @@ from sdk_ext.hooks.collections import change_count
 from sdk_ext.hooks.hook import Hook as BaseHook
 from sdk_ext.hooks.hook import guarded
 from sdk_ext.hooks.policy import TensorPlan
+from sdk_ext.hooks.workers import launcher_rank
 from sdk_ext.profiler.config import ProfilingConfig
 from sdk_ext.profiler.timeline import StepTimeline
 from sdk_ext.pytorch import wrappers
@@ -180,7 +182,7 @@ class Hook(BaseHook):
         dist = torch.distributed
         if dist.is_available() and dist.is_initialized():
             return dist.get_rank(), dist.get_world_size()
-        return 0, 1
+        return launcher_rank(os.environ) or (0, 1)  # a torchrun rank that never initializes torch.distributed
 
     def _forward_pre(self, module: nn.Module, inputs: Any) -> None:
         # Fast path, most steps: the policy said the next steps of this mode save nothing, and

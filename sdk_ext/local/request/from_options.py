@@ -284,3 +284,36 @@ def _follow_hook(collection: dict[str, Any], saving: Mapping[str, str], own: Map
                                   f"{name}:save_interval={own[key]} disagree; give one of them", where="arguments")
             continue
         params[key] = value
+
+
+#: the SDK v2 hyperparameters by which a request names its launcher (sdk_ext/local/jobs/launcher.py)
+LAUNCHER_FLAGS = ("sagemaker_torch_distributed_enabled", "sagemaker_pytorch_ddp_enabled", "sagemaker_mpi_enabled",
+                  "sagemaker_distributed_dataparallel_enabled", "sagemaker_multi_worker_mirrored_strategy_enabled")
+PROCESSES_ENV = "SDK_EXT_PROCESSES_PER_HOST"
+
+
+def with_cluster(request: Mapping[str, Any], *, instance_count: int | None,
+                 processes_per_host: int | None) -> dict[str, Any]:
+    """``--instance-count N`` / ``--processes-per-host P`` applied to a request (a new dict): N becomes
+    ``ResourceConfig.InstanceCount``; P becomes ``Environment.SDK_EXT_PROCESSES_PER_HOST`` and, when the
+    request names no launcher, torchrun (``sagemaker_torch_distributed_enabled``, as SDK v2's
+    ``distribution={"torch_distributed": {"enabled": True}}`` sends it), so request.json runs the same again.
+
+    Raises:
+        ConfigError: a count below 1.
+    """
+    problems = [f"{option} {value}: must be 1 or more" for option, value in
+                (("--instance-count", instance_count), ("--processes-per-host", processes_per_host))
+                if value is not None and value < 1]
+    if problems:
+        raise ConfigError(problems, where="arguments")
+    out = dict(request)
+    if instance_count is not None:
+        out["ResourceConfig"] = {**(out.get("ResourceConfig") or {}), "InstanceCount": instance_count}
+    if processes_per_host is not None:
+        out["Environment"] = {**(out.get("Environment") or {}), PROCESSES_ENV: str(processes_per_host)}
+        hps = dict(out.get("HyperParameters") or {})
+        if not any(key in hps for key in LAUNCHER_FLAGS):
+            hps["sagemaker_torch_distributed_enabled"] = "true"
+            out["HyperParameters"] = hps
+    return out

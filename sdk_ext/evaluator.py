@@ -321,15 +321,19 @@ def run(args: argparse.Namespace, params: dict[str, str], evaluator: Evaluator) 
             if getattr(base.storage, "ended_by_signal", False):
                 how += f" ({base.storage.describe()})"
             return evaluator.report("NoIssuesFound", no_issues_details(f"{how}; last saved step: {end.last_step}",
-                                                                       _coverage_note(rule)))
+                                                                       *_coverage_notes(rule)))
         return evaluator.report("NoIssuesFound", no_issues_details(f"Reached end_step {request.end_step}",
-                                                                   _coverage_note(rule)))
+                                                                   *_coverage_notes(rule)))
 
 
-def _coverage_note(rule: Any) -> str | None:
-    """Why the rule checked nothing, if it knows (built-in rules do; a custom rule cannot tell)."""
-    note = getattr(rule, "coverage_note", None)
-    return note() if callable(note) else None
+def _coverage_notes(rule: Any) -> tuple[str | None, str | None]:
+    """Why the rule checked nothing, or which of its checks did not, if it knows (built-in rules do; a
+    custom rule cannot tell)."""
+    notes = []
+    for method in ("coverage_note", "part_coverage_note"):
+        note = getattr(rule, method, None)
+        notes.append(note() if callable(note) else None)
+    return notes[0], notes[1]
 
 
 def _on_signal(evaluator: Evaluator) -> Any:

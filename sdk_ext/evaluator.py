@@ -62,7 +62,8 @@ class ActionsInterrupted(BaseException):
 
 
 class UsageError(Exception):
-    pass
+    """Bad command-line arguments: main() prints it and exits 2. Never leaves this module, so it stays
+    outside the SdkExtError root (which is what a library caller catches)."""
 
 
 _guard: EvaluatorGuard | None = None  # set by main() once imported: forced exits of a stuck rule
@@ -318,8 +319,11 @@ def run(args: argparse.Namespace, params: dict[str, str], evaluator: Evaluator) 
             return code
         except NoMoreData as end:
             how = "Training ended"
-            if getattr(base.storage, "ended_by_signal", False):
-                how += f" ({base.storage.describe()})"
+            from sdk_ext.rules.stop_signal import StopSignalStorage
+
+            stopper = base.storage if isinstance(base.storage, StopSignalStorage) else None
+            if stopper is not None and stopper.ended_by_signal:
+                how += f" ({stopper.describe()})"
             return evaluator.report("NoIssuesFound", no_issues_details(f"{how}; last saved step: {end.last_step}",
                                                                        *_coverage_notes(rule)))
         return evaluator.report("NoIssuesFound", no_issues_details(f"Reached end_step {request.end_step}",

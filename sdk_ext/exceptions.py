@@ -159,8 +159,24 @@ class CorruptRecordError(SdkExtError):
         super().__init__(f"{name}: corrupt record at byte offset {offset}: {reason}")
 
 
+class CorruptProfilerRecordError(SdkExtError, ValueError):
+    """A line of a profiler-output file (system metrics JSON line, trace event) that is not a record.
+
+    Only raised for a line before the file's last: a torn last line is what a writer still appending
+    (or killed mid-line) leaves, and is skipped. A ValueError, as smdebug's reader raised.
+    """
+
+    def __init__(self, name: str, line: int, reason: str) -> None:
+        self.name, self.line, self.reason = name, line, reason
+        super().__init__(f"{name}: line {line} is not a profiler record: {reason}")
+
+
 class UnsupportedDtypeError(SdkExtError, TypeError):
     """A value cannot be stored in (or decoded from) the format."""
+
+
+class EmptyTensorError(SdkExtError, ValueError):
+    """A reduction of a tensor with no elements was asked for: there is nothing to reduce."""
 
 
 class ConfigError(SMDebugValueError):
@@ -201,7 +217,9 @@ class StorageAccessDenied(StorageError):
 
 __all__ = [
     "ConfigError",
+    "CorruptProfilerRecordError",
     "CorruptRecordError",
+    "EmptyTensorError",
     "IndexReaderException",
     "InsufficientInformationForRuleInvocation",
     "InvalidCollectionConfiguration",

@@ -23,11 +23,11 @@ import numpy as np
 from sdk_ext.exceptions import UnsupportedDtypeError
 from sdk_ext.format.collection_file import CollectionsFile
 from sdk_ext.format.paths import reduction_tensor_name
+from sdk_ext.format.reductions import reduce
 from sdk_ext.hooks.policy import TensorPlan
-from sdk_ext.hooks.reductions import reduce_numpy
 from sdk_ext.hooks.writer import TrialWriter
 from sdk_ext.modes import ModeKeys
-from sdk_ext.storage import InMemoryStorage, LocalStorage, Storage
+from sdk_ext.storage import Storage, Writes
 from sdk_ext.storage.spool import SpoolConfig, UploadSpool
 
 logger = logging.getLogger(__name__)
@@ -57,9 +57,10 @@ class TrialOutput:
         tensorboard_dir: str | None = None,
         spool: SpoolConfig | None = None,
     ) -> None:
-        # local disk: a step is complete before the next opens; remote: steps wait in a local spool
+        # direct (local disk, memory): a step is complete before the next opens; spooled (remote): steps
+        # wait in a local upload spool
         self.spool: UploadSpool | None = None
-        if isinstance(storage, (LocalStorage, InMemoryStorage)):
+        if storage.capabilities().writes is Writes.DIRECT:
             self.writer = TrialWriter(storage, worker=worker, clock=clock, lag=0)
         else:
             self.spool = UploadSpool(storage, config=spool or SpoolConfig.from_env(), name=worker)
@@ -128,7 +129,7 @@ class TrialOutput:
                 value = reductions.get((op, is_abs))
                 if value is None and array is not None:
                     try:
-                        value = reduce_numpy(array, op, abs=is_abs)
+                        value = reduce(array, op, abs=is_abs)
                     except (TypeError, ValueError) as err:
                         self.warn_once(name, op, "reduction %s of %r skipped: %s", op, name, err)
                         continue

@@ -52,7 +52,6 @@ from sdk_ext.format.index import IndexFile, ShapeEntry, TensorEntry, encode_inde
 from sdk_ext.format.paths import DEFAULT_WORKER, END_OF_JOB, collections_key, event_key, index_key
 from sdk_ext.modes import ModeKeys
 from sdk_ext.storage.base import ObjectWriter, Storage
-from sdk_ext.storage.local import LocalStorage
 from sdk_ext.storage.spool import UploadSpool
 
 logger = logging.getLogger(__name__)
@@ -194,8 +193,8 @@ class TrialWriter:
         self.clock = clock
         self.lag = lag
         self._committer = _Committer(max_pending=lag + 4) if background else None
-        # files are created ahead only in a local trial root, written directly
-        self._local = storage if background and spool is None and isinstance(storage, LocalStorage) else None
+        # files are created ahead only in a trial root of local files, written directly
+        self._local = storage.capabilities().local_paths if background and spool is None else None
         self._prepare = self._local is not None
         self.dropped_steps = 0  #: steps the full spool refused
         self._next: tuple[_Prepared | None, _Prepared | None] | None = None  # (event, index) of the step expected next

@@ -24,11 +24,11 @@ from sdk_ext.exceptions import (
     TensorUnavailableForStep,
 )
 from sdk_ext.format.paths import reduction_tensor_name
+from sdk_ext.format.reductions import normalize_op, reduce
 from sdk_ext.modes import ModeKeys, StepState
 from sdk_ext.trials.display import TensorDisplay
 from sdk_ext.trials.index.trial_index import ReductionKey, StepFile, TrialIndex
 from sdk_ext.trials.read.reader import Reads
-from sdk_ext.trials.reductions import compute_reduction, normalize_op
 
 if TYPE_CHECKING:
     from sdk_ext.trials.trial import Trial
@@ -257,7 +257,7 @@ class Tensor(TensorDisplay):
         raw = sf.raw.get(self.name)
         if raw is None:
             raise TensorUnavailableForStep(self.name, step_num, mode, has_reductions=bool(stored))
-        return compute_reduction(op, self._reads.read(sf, raw, self.name, step_num, mode), abs=bool(abs))
+        return reduce(self._reads.read(sf, raw, self.name, step_num, mode), op, abs=bool(abs))[0]
 
     def reduction_values(
         self, step_num: int, mode: ModeKeys = _GLOBAL, worker: str | None = None

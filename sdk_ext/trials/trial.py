@@ -84,11 +84,13 @@ class Trial(TrialMappings, TrialDisplay):
         self.options = options or TrialOptions()
         #: False inside rules' ``no_refresh``: queries then use what was already read
         self.dynamic_refresh = True
+        capabilities = storage.capabilities()  # once, for the index and the read path
         self._index = TrialIndex(
-            storage, range_steps=self.range_steps, incomplete_step_window=self.options.incomplete_step_window,
+            storage, capabilities=capabilities, range_steps=self.range_steps, incomplete_step_window=self.options.incomplete_step_window,
             lazy_index_files=self.options.lazy_index_files,
         )
-        self._reads = Reads(storage, self.options, self._index, training_ended=self._marker_present, cache=cache)
+        self._reads = Reads(storage, self.options, self._index, capabilities=capabilities,
+                            training_ended=self._marker_present, cache=cache)
         self._collections: dict[str, Collection] | None = None
         self._workers: set[str] = set()
         self._ended = False

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from sdk_ext.exceptions import StorageError, StorageNotFound
-from sdk_ext.storage import ReadRequest, Storage
+from sdk_ext.storage import MemoryMaps, ReadRequest, Storage
 
 #: zero bytes after the rows, so that the batch decoder's fixed reach past a record start stays inside
 PAD = 512
@@ -50,9 +50,9 @@ Ints = np.ndarray[Any, np.dtype[np.int64]]
 class Slabs:
     """Slabs and gathered records of one trial's event files (see the module docstring)."""
 
-    def __init__(self, storage: Storage, *, budget: int, slab_bytes: int) -> None:
+    def __init__(self, storage: Storage, maps: MemoryMaps | None, *, budget: int, slab_bytes: int) -> None:
         self._storage = storage
-        self._map = getattr(storage, "map", None)
+        self._map = maps.map if maps is not None else None
         self._maps: dict[str, memoryview] = {}
         self._unmappable = False  # mapping failed once (limits): files are read range by range
         self.budget = budget

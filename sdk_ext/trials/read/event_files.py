@@ -25,7 +25,7 @@ import numpy as np
 from sdk_ext.exceptions import SdkExtError, StorageNotFound
 from sdk_ext.format.paths import EVENTS_DIR, parse_event_key
 from sdk_ext.format.record_values import RecordDecoder
-from sdk_ext.storage import ReadRequest, Storage
+from sdk_ext.storage import Capabilities, ReadRequest, Storage
 from sdk_ext.trials.index.trial_index import StepFile, TrialIndex
 from sdk_ext.trials.options import TrialOptions, poll
 from sdk_ext.trials.read.byte_ranges import Slabs
@@ -65,16 +65,19 @@ class EventFileUnavailable(SdkExtError):
 class ValueReader:
     """Decodes records of a trial's event files, with a cache of whole small files."""
 
-    def __init__(self, storage: Storage, options: TrialOptions, *, training_ended: Callable[[], bool]) -> None:
+    def __init__(self, storage: Storage, options: TrialOptions, *, capabilities: Capabilities,
+                 training_ended: Callable[[], bool]) -> None:
         self._storage = storage
         self._options = options
         self._training_ended = training_ended
         self.cache = FileCache(options.file_cache_bytes)  # whole small event files
         self._decoder = RecordDecoder()
         self.decode = self._decoder.decode
-        self._read_into = getattr(storage, "read_into", None)
-        self._size = getattr(storage, "size", None)  # with read_into: checks a range before allocating for it
-        self.slabs = Slabs(storage, budget=options.file_cache_bytes, slab_bytes=self.cache.chunk_limit)
+        direct = capabilities.direct_reads
+        self._read_into = direct.read_into if direct is not None else None
+        self._size = direct.size if direct is not None else None  # checks a range before allocating for it
+        self.slabs = Slabs(storage, capabilities.memory_maps, budget=options.file_cache_bytes,
+                           slab_bytes=self.cache.chunk_limit)
         self._last_miss: int | None = None  # step of the last value read the cache did not hold
         self.requests = 0  # storage requests made, for benchmarks and tests
         self.batched = 0  # values decoded many at a time (sdk_ext.trials.read.many_steps), for benchmarks and tests

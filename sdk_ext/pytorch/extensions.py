@@ -32,7 +32,8 @@ What is called when, as in smdebug 1.0.34:
   matches it). Outside a saved step they do nothing.
 
 ``hook.step`` is the current global step (an int), ``hook.mode`` the mode, ``last_saved_step`` the
-last step that saved something (or what the subclass sets), ``module_maps`` module -> name.
+last step that saved something (or what the subclass sets), ``module_maps`` module -> name, ``module_set``
+the registered modules.
 
 A subclass that overrides one of smdebug's internals that this hook never calls (its writers, its
 collection bookkeeping, its profiler callbacks: :data:`NOT_HONOURED`) gets SMDebugNotImplementedError at
@@ -185,6 +186,11 @@ class ExtensionPoints:
     def module_maps(self) -> Mapping[nn.Module, str]:
         """Registered module -> its name in tensor names (smdebug 0.x's attribute; read-only)."""
         return MappingProxyType(self._module_names)
+
+    @property
+    def module_set(self) -> frozenset[nn.Module]:
+        """The registered modules (smdebug 1.0's attribute; read-only)."""
+        return frozenset(self._module_names)
 
     def _get_collections_to_save_for_step(self) -> set[Collection]:
         """The collections this step saves (empty outside a saved step)."""

@@ -208,6 +208,7 @@ def test_backward_hook_of_a_plain_hook_saves_an_input_gradient_in_saved_steps_on
     model = TinyResNet()
     hook.register_module(model)
     assert model.bn1._module_name == "bn1" and model._module_name == "TinyResNet"
+    assert model.bn1 in hook.module_set and hook.module_maps[model.fc] == "fc"
     for _ in range(3):
         image = torch.randn(1, 3, 6, 6, requires_grad=True)
         image.register_hook(hook.backward_hook("image"))

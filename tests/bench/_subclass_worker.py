@@ -1,8 +1,8 @@
 """One side of the hook-subclass benchmark, run in its own process: ``--impl sdk_ext`` or ``--impl smdebug``
 (smdebug 1.0.34 with torch). Prints one JSON document on the last stdout line.
 
-A small CNN (2 conv + BatchNorm + 1 linear, batch 32, 28x28) trained with SGD under three configs timed in
-alternating blocks: ``none`` (no hook); ``quiet`` (a class-activation-map style subclass whose ``forward_hook``
+A small CNN (2 conv + BatchNorm + 1 linear, batch 32, 28x28) trained with SGD under four configs timed in
+alternating blocks: ``none`` (no hook); ``control`` (a second hookless model: the noise floor); ``quiet`` (a class-activation-map style subclass whose ``forward_hook``
 override runs after every module's forward, at a step that saves nothing); ``saved`` (the same subclass, every
 step saved: each module's inputs and outputs through ``_write_inputs``/``_write_outputs``, and a
 ``backward_hook`` on each output, so their gradients too).
@@ -54,11 +54,11 @@ def main():
     data = [(torch.randn(32, 1, 28, 28, generator=g), torch.randint(0, 10, (32,), generator=g))
             for _ in range(args.steps_per_block)]
     setups = {}
-    for config in ("none", "quiet", "saved"):
+    for config in ("none", "control", "quiet", "saved"):  # control: a second hookless model (the noise floor)
         torch.manual_seed(0)
         net, loss_fn = model(), nn.CrossEntropyLoss()
         hook = None
-        if config != "none":
+        if config in ("quiet", "saved"):
             save = smd.SaveConfig(save_interval=1) if config == "saved" else smd.SaveConfig(start_step=10**9)
             hook = hook_class(os.path.join(args.out, config), save_config=save, include_collections=["custom"])
             hook.get_collection("custom").include(["_input_", "_output"])
@@ -82,7 +82,7 @@ def main():
     order = list(setups)
     for b in range(args.blocks):
         this = {}
-        for config in order[b % 3:] + order[: b % 3]:
+        for config in order[b % 4:] + order[: b % 4]:
             this[config] = run_block(config)
             times[config].append(this[config])
         for config in setups:

@@ -263,6 +263,7 @@ def _open_trial(path: str, name: str, start: int, poll_interval: float, *, wait:
 def run(args: argparse.Namespace, params: dict[str, str], evaluator: Evaluator) -> int:
     from sdk_ext.exceptions import (
         ConfigError,
+        DamagedDataError,
         MissingCollectionFiles,
         NoMoreData,
         RuleEvaluationConditionMet,
@@ -308,6 +309,10 @@ def run(args: argparse.Namespace, params: dict[str, str], evaluator: Evaluator) 
                         poll_interval=args.poll_interval, time_limit=request.time_limit or 0)
         except InvocationTimeout as err:
             return evaluator.report("Error", f"RuleTimeout: {err}", err.step)
+        except DamagedDataError as err:  # never a pass: the rule could not read what it was asked to judge
+            at = f" at step {err.step}" if err.step is not None else ""
+            return evaluator.report("Error", f"DamagedData: the rule could not read the data it was to judge{at}: {err}",
+                                    err.step)
         except RuleEvaluationConditionMet as fired:
             code = evaluator.report("IssuesFound", f"RuleEvaluationConditionMet: {fired}\n", fired.step)
             if not args.no_actions and os.environ.get("SDK_EXT_RULE_ACTIONS", "1") != "0":

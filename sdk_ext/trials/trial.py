@@ -359,8 +359,17 @@ class Trial(TrialMappings, TrialDisplay):
         return found
 
     def has_passed_step(self, step: int, mode: ModeKeys = _GLOBAL) -> StepState:
-        """AVAILABLE (complete), NOT_YET_AVAILABLE (may still come) or UNAVAILABLE (never will)."""
+        """AVAILABLE (complete), NOT_YET_AVAILABLE (may still come) or UNAVAILABLE (never will).
+
+        Raises:
+            IndexReaderException: an index file of ``step`` is damaged (damage is never "not available").
+        """
         return step_state(self, self._index, step, ModeKeys.parse(mode))
+
+    def damaged_steps(self) -> list[int]:
+        """The global steps with an index file that could not be read (damaged), sorted; reading them raises."""
+        self._maybe_load()
+        return sorted(self._index.damaged)
 
     def wait_for_steps(
         self, required_steps: Iterable[int], mode: ModeKeys = _GLOBAL, *, timeout: float | None = None
@@ -371,6 +380,7 @@ class Trial(TrialMappings, TrialDisplay):
 
         Raises:
             StepUnavailable: a step was skipped by the writer.
+            IndexReaderException: an index file of a step is damaged.
             NoMoreData: training ended before the step.
             StepNotYetAvailable: ``timeout`` seconds passed first (smdebug has no timeout).
         """

@@ -379,9 +379,9 @@ def run(args: argparse.Namespace, params: dict[str, str], evaluator: Evaluator) 
             if stopper is not None and stopper.ended_by_signal:
                 how += f" ({stopper.describe()})"
             return evaluator.report("NoIssuesFound", no_issues_details(f"{how}; last saved step: {end.last_step}",
-                                                                       _coverage_note(rule)))
+                                                                       *_coverage_notes(rule)))
         return evaluator.report("NoIssuesFound", no_issues_details(f"Reached end_step {request.end_step}",
-                                                                   _coverage_note(rule)))
+                                                                   *_coverage_notes(rule)))
 
 
 def run_profiler_rule(args: argparse.Namespace, request: Any, evaluator: Evaluator, cls: Any) -> int:
@@ -438,7 +438,7 @@ def run_profiler_rule(args: argparse.Namespace, request: Any, evaluator: Evaluat
     until = datetime.fromtimestamp(trial.last_timestamp() / 1e6, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     return evaluator.report("NoIssuesFound", no_issues_details(
         f"Training ended; profiler data evaluated up to {until} in {getattr(rule, 'windows', 0)} windows",
-        _coverage_note(rule)))
+        *_coverage_notes(rule)))
 
 
 def _profiler_html_writer(output: Path, profiler_data: str) -> Any:
@@ -451,10 +451,14 @@ def _profiler_html_writer(output: Path, profiler_data: str) -> Any:
     return draw
 
 
-def _coverage_note(rule: Any) -> str | None:
-    """Why the rule checked nothing, if it knows (built-in rules do; a custom rule cannot tell)."""
-    note = getattr(rule, "coverage_note", None)
-    return note() if callable(note) else None
+def _coverage_notes(rule: Any) -> tuple[str | None, str | None]:
+    """Why the rule checked nothing, or which of its checks did not, if it knows (built-in rules do; a
+    custom rule cannot tell)."""
+    notes = []
+    for method in ("coverage_note", "part_coverage_note"):
+        note = getattr(rule, method, None)
+        notes.append(note() if callable(note) else None)
+    return notes[0], notes[1]
 
 
 def _on_signal(evaluator: Evaluator) -> Any:

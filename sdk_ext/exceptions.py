@@ -117,19 +117,81 @@ class MissingCollectionFiles(SdkExtError):
         )
 
 
-class IndexReaderException(SdkExtError):
+class DamagedDataError(SdkExtError):
+    """Data a trial needs is damaged or missing: a file cut short, emptied or deleted, a checksum that
+    does not match, an index that contradicts its event file.
+
+    Never a kind of "not available" (:class:`TensorUnavailableForStep`, :class:`StepUnavailable`):
+    code written for smdebug that skips a step on those must not skip damage, so a rule that could
+    not read a step it was asked to judge ends in Error instead of passing.
+
+    Attributes:
+        key: the damaged file (a key under the trial root, or a path), if known.
+        offset: the byte offset in it where the damage was found, if known.
+        tensor: the tensor whose value could not be read, if known.
+        step: the global step being read (or judged by a rule), if known.
+    """
+
+    def __init__(self, message: str, *, key: str | None = None, offset: int | None = None,
+                 tensor: str | None = None, step: int | None = None) -> None:
+        self.key, self.offset, self.tensor, self.step = key, offset, tensor, step
+        super().__init__(message)
+
+
+class IndexReaderException(DamagedDataError):
     """An index file is corrupt, invalid, or its name cannot be parsed."""
+
+
+# --- smdebug's general error types (smdebug.exceptions.SMDebug*), so ``except`` clauses port -------
+
+#: smdebug's base of its general errors; here the root of every sdk_ext error.
+SMDebugError = SdkExtError
+
+
+class SMDebugCustomerError(SdkExtError):
+    """An error in the user's own setup (smdebug's name)."""
+
+
+class SMDebugTypeError(SdkExtError, TypeError):
+    """A value of the wrong type (smdebug's name)."""
+
+
+class SMDebugValueError(SdkExtError, ValueError):
+    """An invalid value (smdebug's name)."""
+
+
+class SMDebugRuntimeError(SdkExtError, RuntimeError):
+    """An operation that cannot be done in the current state (smdebug's name), e.g. a hook asked to write
+    into a trial that has ended."""
+
+
+class SMDebugNotImplementedError(SdkExtError, NotImplementedError):
+    """smdebug's name for an operation a hook does not support."""
 
 
 # --- sdk_ext's own ---------------------------------------------------------------------------------
 
 
-class CorruptRecordError(SdkExtError):
-    """A record in an event file fails its checks (CRC, footer, length, payload)."""
+class CorruptRecordError(DamagedDataError):
+    """A record in an event file fails its checks (CRC, checksum, footer, length, payload)."""
 
-    def __init__(self, name: str, offset: int, reason: str) -> None:
-        self.name, self.offset, self.reason = name, offset, reason
-        super().__init__(f"{name}: corrupt record at byte offset {offset}: {reason}")
+    def __init__(self, name: str, offset: int, reason: str, *, tensor: str | None = None) -> None:
+        self.name, self.reason = name, reason
+        what = f" (tensor {tensor!r})" if tensor is not None else ""
+        super().__init__(f"{name}: corrupt record at byte offset {offset}{what}: {reason}", key=name, offset=offset,
+                         tensor=tensor)
+
+
+class MissingEventFileError(DamagedDataError):
+    """An index file names an event file that is missing or shorter than the index says, and it will
+    not come: its writer commits the event file before the index (sdk_ext), training has ended, or the
+    worker has written later steps since."""
+
+    def __init__(self, key: str, reason: str, *, tensor: str | None = None, step: int | None = None) -> None:
+        self.reason = reason
+        at = f" at step {step}" if step is not None else ""
+        what = f" (value of {tensor!r}{at})" if tensor is not None else ""
+        super().__init__(f"{key}: event file damaged{what}: {reason}", key=key, tensor=tensor, step=step)
 
 
 class CorruptProfilerRecordError(SdkExtError, ValueError):
@@ -152,7 +214,7 @@ class EmptyTensorError(SdkExtError, ValueError):
     """A reduction of a tensor with no elements was asked for: there is nothing to reduce."""
 
 
-class ConfigError(SdkExtError, ValueError):
+class ConfigError(SMDebugValueError):
     """Invalid configuration. Holds every problem found, so one fix round is enough."""
 
     def __init__(self, problems: str | Iterable[str], *, where: str = "") -> None:
@@ -192,14 +254,22 @@ __all__ = [
     "ConfigError",
     "CorruptProfilerRecordError",
     "CorruptRecordError",
+    "DamagedDataError",
     "EmptyTensorError",
     "IndexReaderException",
     "InsufficientInformationForRuleInvocation",
     "InvalidCollectionConfiguration",
     "InvalidWorker",
     "MissingCollectionFiles",
+    "MissingEventFileError",
     "NoMoreData",
     "RuleEvaluationConditionMet",
+    "SMDebugCustomerError",
+    "SMDebugError",
+    "SMDebugNotImplementedError",
+    "SMDebugRuntimeError",
+    "SMDebugTypeError",
+    "SMDebugValueError",
     "SdkExtError",
     "ShapeUnavailableForStep",
     "StepNotYetAvailable",

@@ -12,12 +12,14 @@ One line of JSON (``json.dumps`` defaults). Example (abridged)::
      "_meta": {"num_workers": 1}}
 
 ``tensor_names`` is sorted. ``reductions`` is a csv in config spelling (``mean``, ``abs_max``,
-``l2_norm``, ``abs_l1_norm``). ``reduction_config`` and ``save_config`` may be null.
+``l2_norm``, ``abs_l1_norm``). ``reduction_config`` and ``save_config`` may be null, and so may one mode of a
+``save_config`` (a mode the collection leaves to the hook's config).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -143,6 +145,8 @@ def _parse_collection(name: str, doc: object, key: str) -> CollectionSpec:
         for mode_name, m in sdoc.items():
             if mode_name not in ModeKeys.__members__:
                 raise _fail(key, f"save_config of {name!r} has unknown mode {mode_name!r}")
+            if m is None:  # a mode the collection's save config leaves unset (smdebug writes null)
+                continue
             if not isinstance(m, dict):
                 raise _fail(key, f"save_config.{mode_name} of {name!r} is not an object")
             steps = m.get("save_steps", [])
@@ -158,6 +162,11 @@ def _parse_collection(name: str, doc: object, key: str) -> CollectionSpec:
     names = doc.get("tensor_names") or []
     if not isinstance(regex, list) or not all(isinstance(r, str) for r in regex):
         raise _fail(key, f"include_regex of {name!r} is not a list of strings")
+    for pattern in regex:  # a writer stores patterns that compile: one that does not is damage
+        try:
+            re.compile(pattern)
+        except (re.error, RecursionError, OverflowError) as err:
+            raise _fail(key, f"include_regex {pattern!r} of collection {name!r} is not a regular expression ({err})") from err
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
         raise _fail(key, f"tensor_names of {name!r} is not a list of strings")
     return CollectionSpec(

@@ -11,6 +11,7 @@ only when other threads let go). Directories known to exist are not looked up ag
 from __future__ import annotations
 
 import builtins
+import contextlib
 import errno
 import itertools
 import mmap
@@ -121,13 +122,16 @@ class _LocalWriter:
             self._file = None
 
     def abort(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
         try:
-            os.remove(self._tmp)
-        except FileNotFoundError:
-            pass
+            if self._file is not None:
+                file, self._file = self._file, None
+                with contextlib.suppress(OSError):  # flushing what is buffered may fail (a full disk): dropped anyway
+                    file.close()
+        finally:
+            try:
+                os.remove(self._tmp)
+            except FileNotFoundError:
+                pass
 
 
 class LocalStorage:

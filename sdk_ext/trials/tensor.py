@@ -194,9 +194,18 @@ class Tensor(TensorDisplay):
         and the records that share a wire layout are checked and copied together, so a value costs
         a fraction of a ``value()`` call. Each value is a row of a new array (one per layout):
         writable, and changing it changes no other value and no later read.
+
+        Raises:
+            IndexReaderException: an index file of the trial is damaged, so a step of this tensor may
+                be missing from the answer (never a silent gap).
         """
         mode = _mode(mode)
         steps = self.steps(mode=mode)
+        damaged = self._index.damaged
+        if damaged:
+            damage = self._index.damage_at(min(damaged), ModeKeys.GLOBAL)
+            if damage is not None:
+                raise damage
         got = self._reads.read_steps(self.name, steps, mode, worker)
         if got is not None:
             return dict(zip(steps, got))

@@ -102,6 +102,8 @@ class TrialIndex:
         self.names: set[str] = set()
         self.last_complete_step = -1
         self.event_bytes = 0  # what the event files of every step file read hold, according to their index files
+        #: event file key -> the step file whose index gives its checksums (sdk_ext's writer)
+        self.checked: dict[str, StepFile] = {}
         #: global step -> {index file key: why it cannot be read}; those steps' other files stay readable
         self.damaged: dict[int, dict[str, IndexReaderException]] = {}
         self.generation = 0  # bumped whenever step files are added
@@ -249,6 +251,8 @@ class TrialIndex:
             files.sort(key=_worker_of)
         self.known_workers.add(sf.worker)
         self.event_bytes += sf.event_size
+        if sf.checks is not None and sf.event_key is not None:
+            self.checked[sf.event_key] = sf
         mode = sf.mode
         names = sf.names
         group = self.steps_by_names.get(id(names))

@@ -72,7 +72,8 @@ class Reads:
         training_ended: Callable[[], bool],
         cache: bool = False,
     ) -> None:
-        self.reader = ValueReader(storage, options, capabilities=capabilities, training_ended=training_ended)
+        self.reader = ValueReader(storage, options, capabilities=capabilities, training_ended=training_ended,
+                                  checked=index.checked.get)
         self._index = index
         self._ahead_bytes = options.read_ahead_bytes
         self._ahead_growth = 16 if capabilities.direct_reads is not None else 4

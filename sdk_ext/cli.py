@@ -3,13 +3,15 @@
     sdk-ext run train.py --rule ExplodingTensor --report -- --epochs 3   # a local job (script args after --)
     sdk-ext run --request request.json                                            # a CreateTrainingJob request
     sdk-ext trial PATH [--tensor NAME]          # steps, modes, collections, tensors; or one tensor's values
-    sdk-ext rules PATH --rule NAME              # run rules over a saved trial
+    sdk-ext rules PATH --rule NAME              # run rules over a saved trial (profiler rules: its profiler output)
+    sdk-ext profile PATH                        # hosts, utilization, step durations, profiler rules' verdicts
     sdk-ext report PATH [-o report.html]        # a self-contained HTML report
 
 A script that imports torch gets the hook without code changes (``--no-zero-change`` opts out).
 Progress is shown on a terminal only; piped or in CI, the output is just the result. Exit codes:
-0 success, 1 the job failed or saved nothing for its rules, 2 bad usage or input (nothing started),
-3 (``rules``) a rule found issues, 130 interrupted (the summary and report are still written).
+0 success, 1 the job failed (a full disk included) or saved nothing for its rules, 2 bad usage or input
+(nothing started), 3 (``rules``) a rule found issues, 130 interrupted (143 by SIGTERM; the summary and report
+are still written).
 """
 
 from __future__ import annotations

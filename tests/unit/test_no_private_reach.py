@@ -52,6 +52,8 @@ ALLOWED_NAMES = {
 ALLOWED = {
     ("sdk_ext/rules/time_limit.py", "os._exit"): "the standard library's documented way to end the process at "
                                                  "once, without cleanup handlers that a stuck rule could block",
+    ("sdk_ext/local/jobs/keeper.py", "os._exit"): "a forked child that failed to exec must end at once, without "
+                                                 "running the keeper's own cleanup (the documented use of _exit)",
     ("sdk_ext/pytorch/zero_change.py", "torch.nn.modules.loss._Loss"): "the base class of every PyTorch loss "
                                                                         "module; torch has no public name for it "
                                                                         "(smdebug's own check uses it too)",

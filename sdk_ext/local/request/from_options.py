@@ -16,10 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import smdebug_rulesconfig as rule_configs
+from smdebug_rulesconfig.profiler_rules import rules as profiler_configs
 
-from sdk_ext.debugger import CollectionConfig, DebuggerHookConfig, Rule, apply_debugger
+from sdk_ext.debugger import CollectionConfig, DebuggerHookConfig, ProfilerRule, Rule, apply_debugger
 from sdk_ext.exceptions import ConfigError
-from sdk_ext.rules.builtin import BUILTIN_RULES
+from sdk_ext.rules.builtin import BUILTIN_RULES, PROFILER_RULE_NAMES
 
 LOCAL_OUTPUT = "s3://sdk-ext-local/output"  # a placeholder: local jobs write into their job directory
 REGION = "us-east-1"  # only names the (unused) rule images
@@ -53,12 +54,27 @@ def builtin_rule(name: str) -> dict[str, Any]:
     table = {k: v for k, v in table.items() if k in runnable}
     if found is None:
         names = sorted(_call(v)["DebugRuleConfiguration"]["RuleConfigurationName"] for v in table.values())
-        close = difflib.get_close_matches(_key(name), [_key(n) for n in names], n=1, cutoff=0.6)
-        guess = next((f"did you mean {n}? " for n in names if close and _key(n) == close[0]), "")
+        candidates = [*names, *PROFILER_RULE_NAMES]
+        close = difflib.get_close_matches(_key(name), [_key(n) for n in candidates], n=1, cutoff=0.6)
+        guess = next((f"did you mean {n}? " for n in candidates if close and _key(n) == close[0]), "")
         raise ConfigError(f"--rule {name!r}: not a built-in rule; {guess}choose one of {', '.join(names)} "
-                          "(or --custom-rule FILE.py:CLASS)", where="arguments")
+                          f"(or --custom-rule FILE.py:CLASS); profiler rules: {', '.join(PROFILER_RULE_NAMES)}",
+                          where="arguments")
     config: dict[str, Any] = _call(found)
     return config
+
+
+def profiler_rule(name: str, parameters: Mapping[str, str] | None) -> ProfilerRule | None:
+    """``ProfilerRule.sagemaker(rule_configs.<Rule>())`` for a profiler rule named like SageMaker does (case and
+    ``_`` ignored), with ``parameters`` (strings, checked by the rule evaluator) over rulesconfig's defaults;
+    None when ``name`` is not a profiler rule."""
+    canonical = next((n for n in PROFILER_RULE_NAMES if _key(n) == _key(name)), None)
+    if canonical is None:
+        return None
+    base = getattr(profiler_configs, canonical, None)  # OverallFrameworkMetrics is not in rulesconfig
+    config = base() if base is not None else type(canonical, (profiler_configs.ProfilerRuleBase,), {})()
+    config.rule_parameters.update(parameters or {})
+    return ProfilerRule.sagemaker(config)
 
 
 def _call(function_name: str) -> Any:
@@ -111,6 +127,8 @@ def build_request(
     hook_params: Sequence[str] = (),
     hyperparameters: Sequence[str] = (),
     save_interval: int | None = None,
+    default_save_interval: int | None = None,
+    profile_ms: int | None = None,
 ) -> dict[str, Any]:
     """The request for ``sdk-ext run``: ``base`` (a saved request) or a new one for ``script``, with the
     options applied through ``apply_debugger``.
@@ -145,9 +163,14 @@ def build_request(
     unknown = [n for n in per_rule if _key(n) not in named]
     if unknown:
         raise ConfigError(f"--rule-param for {unknown}, which no --rule or --custom-rule names", where="arguments")
-    rule_objects = []
+    rule_objects: list[Any] = []
+    profiler_rules: list[ProfilerRule] = []
     for name in rules:
         params = next((p for n, p in per_rule.items() if _key(n) == _key(name)), None)
+        as_profiler = profiler_rule(name, params)
+        if as_profiler is not None:
+            profiler_rules.append(as_profiler)
+            continue
         rule_objects.append(Rule.sagemaker(builtin_rule(name), rule_parameters=params))
     for spec in custom_rules:
         path, sep, cls = spec.rpartition(":")
@@ -159,9 +182,9 @@ def build_request(
                                         rule_parameters=params))
     names = list(dict.fromkeys([*collections, *per_collection]))
     hook_parameters = dict(split_param(h, "--hook-param", named=False)[1:] for h in hook_params)
-    if save_interval is not None:
-        hook_parameters["save_interval"] = str(save_interval)
-    touches_hook = bool(names or hook_parameters or rule_objects) or "DebugHookConfig" not in request
+    saving = _save_settings(hook_parameters, save_interval, default_save_interval)
+    hook_parameters.update(saving)
+    touches_hook = bool(names or hook_parameters or rule_objects or profiler_rules) or "DebugHookConfig" not in request
     if touches_hook:
         existing = request.get("DebugHookConfig") or {}
         hook = DebuggerHookConfig(
@@ -170,11 +193,74 @@ def build_request(
             collection_configs=[CollectionConfig(n, per_collection.get(n)) for n in names] or None)
         request.pop("DebugHookConfig", None)
         existing_collections = existing.get("CollectionConfigurations") or []
-        request = apply_debugger(request, debugger_hook_config=hook, rules=rule_objects or None, region=REGION,
-                                 disable_profiler=True, uploader=LocalSourceUploader())
+        # a request's own ProfilerConfig is kept; a new job profiles only with --profile or a profiler rule
+        # (which gets SageMaker's default ProfilerConfig, as the v2 Estimator gives it)
+        profiles = "ProfilerConfig" in request or bool(profiler_rules)
+        if profiler_rules and not (request.get("OutputDataConfig") or {}).get("S3OutputPath"):
+            request["OutputDataConfig"] = {**(request.get("OutputDataConfig") or {}), "S3OutputPath": LOCAL_OUTPUT}
+        existing_profiler_rules = list(request.get("ProfilerRuleConfigurations") or [])
+        request = apply_debugger(request, debugger_hook_config=hook,
+                                 rules=[*rule_objects, *profiler_rules] or None, region=REGION,
+                                 disable_profiler=None if profiles else True, uploader=LocalSourceUploader())
+        if existing_profiler_rules and profiler_rules:
+            request["ProfilerRuleConfigurations"] = [*existing_profiler_rules,
+                                                     *request.get("ProfilerRuleConfigurations", [])]
         request["DebugHookConfig"]["CollectionConfigurations"] = [
             *existing_collections, *request["DebugHookConfig"]["CollectionConfigurations"]]
-    if save_interval is not None:  # every collection, the rules' 500-step defaults included
-        for collection in request["DebugHookConfig"]["CollectionConfigurations"]:
-            collection.setdefault("CollectionParameters", {})["save_interval"] = str(save_interval)
+    for collection in request["DebugHookConfig"]["CollectionConfigurations"] if saving else ():
+        _follow_hook(collection, saving, per_collection.get(collection.get("CollectionName", "")) or {},
+                     save_interval)
+    if profile_ms is not None:  # --profile: system monitoring and the step timeline, at this interval
+        existing_profiler = request.get("ProfilerConfig") or {}
+        request["ProfilerConfig"] = {
+            **{k: v for k, v in existing_profiler.items() if k in ("ProfilingParameters",)},
+            "S3OutputPath": existing_profiler.get("S3OutputPath")
+            or (request.get("OutputDataConfig") or {}).get("S3OutputPath") or LOCAL_OUTPUT,
+            "DisableProfiler": False, "ProfilingIntervalInMilliseconds": profile_ms}
     return request
+
+
+_SAVE_KEYS = ("save_interval", "save_steps", "start_step", "end_step")
+_MODE_PREFIXES = ("train.", "eval.", "predict.", "global.")
+
+
+def _is_save_key(key: str) -> bool:
+    for prefix in _MODE_PREFIXES:
+        if key.startswith(prefix):
+            return key[len(prefix):] in _SAVE_KEYS
+    return key in _SAVE_KEYS
+
+
+def _save_settings(hook_parameters: Mapping[str, str], save_interval: int | None,
+                   default_save_interval: int | None) -> dict[str, str]:
+    """The hook-level save settings this command line gives: ``--hook-param`` save keys (``save_interval``,
+    ``train.save_interval``, ...) and ``--save-interval``; the default interval only where neither says one.
+
+    Raises:
+        ConfigError: ``--save-interval`` and ``--hook-param save_interval`` disagree (two explicit settings).
+    """
+    given = {k: str(v) for k, v in hook_parameters.items() if _is_save_key(k)}
+    if save_interval is not None:
+        if "save_interval" in given and given["save_interval"].strip() != str(save_interval):
+            raise ConfigError(f"--save-interval {save_interval} and --hook-param save_interval="
+                              f"{given['save_interval']} disagree; give one of them", where="arguments")
+        given["save_interval"] = str(save_interval)
+    elif default_save_interval is not None and "save_interval" not in given:
+        given["save_interval"] = str(default_save_interval)  # a default: it fills in, never overrides
+    return given
+
+
+def _follow_hook(collection: dict[str, Any], saving: Mapping[str, str], own: Mapping[str, str],
+                 save_interval: int | None) -> None:
+    """A collection follows the command line's hook-level save settings (a rule's 500-step default is
+    replaced: a collection's keys would override the hook's), except where its own ``--collection-param``
+    sets the key; that and ``--save-interval`` (meant for every collection) disagreeing is refused."""
+    name = collection.get("CollectionName", "")
+    params = collection.setdefault("CollectionParameters", {})
+    for key, value in saving.items():
+        if key in own:
+            if key == "save_interval" and save_interval is not None and str(own[key]).strip() != str(save_interval):
+                raise ConfigError(f"--save-interval {save_interval} (every collection) and --collection-param "
+                                  f"{name}:save_interval={own[key]} disagree; give one of them", where="arguments")
+            continue
+        params[key] = value

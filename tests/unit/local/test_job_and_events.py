@@ -28,7 +28,7 @@ def _job(seen: list[dict[str, Any]] | None = None) -> LocalJob:
                "ProfilerConfig": {"S3OutputPath": "s3://b/p"}, "Tags": [{"Key": "k", "Value": "v"}]}
     return LocalJob(request, arn="arn:aws:sagemaker:local:000000000000:training-job/mnist-1",
                     rule_arns={"VanishingGradient": "arn:...:processing-job/vg"},
-                    profiler_rule_errors={"ProfilerReport": "arn:...:processing-job/pr"}, now=_clock(),
+                    profiler_rule_errors={"ProfilerReport": ("arn:...:processing-job/pr", "not run")}, now=_clock(),
                     on_change=None if seen is None else seen.append)
 
 
@@ -52,7 +52,7 @@ def test_stopped_job_goes_through_sagemakers_states_and_reports_each_change() ->
     assert final["TrainingEndTime"] > final["TrainingStartTime"] > final["CreationTime"]
     assert "Tags" not in final  # not part of DescribeTrainingJob
     assert final["ProfilerRuleEvaluationStatuses"][0]["RuleEvaluationStatus"] == "Error"
-    assert final["ProfilingStatus"] == "Disabled"
+    assert final["ProfilingStatus"] == "Enabled"  # the request enables it (no DisableProfiler)
 
 
 def test_stop_of_a_job_that_is_not_running_is_rejected_like_sagemaker() -> None:

@@ -43,7 +43,7 @@ class BuiltinRule(Rule):
     A rule that judges a tensor only once it has more than that step's value (a previous step, a
     window of steps, enough samples, the same tensor in another trial) sets
     :attr:`judges_on_selection` False, records what it judged with :meth:`judged` and says in
-    :meth:`needs` what it was missing: a rule that matched tensors but could judge none of them says
+    :meth:`needs_to_judge` what it was missing: a rule that matched tensors but could judge none of them says
     that too, rather than passing.
     """
 
@@ -74,7 +74,7 @@ class BuiltinRule(Rule):
         if self.matched:
             found = sorted(self.matched)
             sample = ", ".join(repr(n) for n in found[:6]) + (f" ... ({len(found)} in all)" if len(found) > 6 else "")
-            return f"the rule found {sample} but could judge none of them: it needs {self.needs()}"
+            return f"the rule found {sample} but could judge none of them: it needs {self.needs_to_judge()}"
         try:
             names = sorted(self.base_trial.tensor_names())
         except (*MISSING, NoMoreData):
@@ -85,7 +85,7 @@ class BuiltinRule(Rule):
                 f"{'the tensors ' + sample if names else 'no tensors'}. Set tensor_regex or collection_names "
                 "to tensors the job saves, or save the collection the rule needs")
 
-    def needs(self) -> str:
+    def needs_to_judge(self) -> str:
         """What a selected tensor must have before the rule can judge it, and how to get it (rules whose
         :attr:`judges_on_selection` is False say it)."""
         return "more steps of these tensors"

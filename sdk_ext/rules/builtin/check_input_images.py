@@ -59,7 +59,7 @@ class CheckInputImages(BuiltinRule):
         p.done()
         self._tallies: dict[str, _Tally] = {}
 
-    def needs(self) -> str:
+    def needs_to_judge(self) -> str:
         most = max((t.images for t in self._tallies.values()), default=0)
         return (f"threshold_samples={self.threshold_samples} images of one tensor (it saw at most {most}): save "
                 "the inputs more often, or lower threshold_samples")

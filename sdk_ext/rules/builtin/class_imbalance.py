@@ -114,7 +114,7 @@ class ClassImbalance(BuiltinRule):
         self.counts: Counter[int] = Counter()
         self.wrong: Counter[int] = Counter()
 
-    def needs(self) -> str:
+    def needs_to_judge(self) -> str:
         return (f"at least samples={self.samples} labels saved with predictions (it saw "
                 f"{sum(self.counts.values())}): save them more often, or lower samples")
 

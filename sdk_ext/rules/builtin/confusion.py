@@ -80,7 +80,7 @@ class Confusion(BuiltinRule):
         self.max_off_diag = p.number("max_off_diag", max_off_diag, ge=0, le=1)
         p.done()
 
-    def needs(self) -> str:
+    def needs_to_judge(self) -> str:
         return (f"labels and predictions with values at the same step (tensors {self.labels!r} and "
                 f"{self.predictions!r}, or the collections {self.labels_collection!r} and "
                 f"{self.predictions_collection!r})")

@@ -51,7 +51,7 @@ class FeatureImportanceOverweight(BuiltinRule):
         p.require(bool(self.tensor_regex), f"parameter tensor_regex={tensor_regex!r}: must not be empty")
         p.done()
 
-    def needs(self) -> str:
+    def needs_to_judge(self) -> str:
         return (f"more than nfeatures={self.nfeatures} features with a positive total importance (with "
                 f"{self.nfeatures} or fewer, the top {self.nfeatures} hold all of it by construction)")
 

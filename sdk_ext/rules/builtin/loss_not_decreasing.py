@@ -86,7 +86,7 @@ class LossNotDecreasing(BuiltinRule):
         self.params.done()
         self._next_check: dict[tuple[str, ModeKeys], int] = {}
 
-    def needs(self) -> str:
+    def needs_to_judge(self) -> str:
         mode = f" (mode {self.mode.name})" if self.mode is not None else ""
         return (f"a scalar loss saved at two steps of the same mode{mode} at least num_steps={self.num_steps} "
                 "steps apart: train for longer than num_steps saved steps, or lower num_steps")

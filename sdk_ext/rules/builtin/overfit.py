@@ -69,7 +69,7 @@ class Overfit(BuiltinRule):
         self._state: dict[str, _State] = {}
         self._pair_strikes: dict[str, int] = {}
 
-    def needs(self) -> str:
+    def needs_to_judge(self) -> str:
         after = f" from step start_step={self.start_step} on" if self.start_step else ""
         return (f"a scalar loss saved in TRAIN mode and then in EVAL mode{after} (hook.set_mode(ModeKeys.EVAL) "
                 "around validation), or, without modes (XGBoost), a train-<metric> with a validation metric")

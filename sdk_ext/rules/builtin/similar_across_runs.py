@@ -62,7 +62,7 @@ class SimilarAcrossRuns(BuiltinRule):
         self.tensor_regex = self.params.regexes("tensor_regex", tensor_regex)
         self.params.done()
 
-    def needs(self) -> str:
+    def needs_to_judge(self) -> str:
         return ("the same tensor saved by the other trial at the same step (same mode and mode step): the "
                 "other trial has none of them there; compare runs that save the same tensors at the same steps")
 

@@ -64,7 +64,7 @@ class UnchangedTensor(BuiltinRule):
         self.params.done()
         self._modes: dict[int, ModeKeys] = {}  # global step -> its mode
 
-    def needs(self) -> str:
+    def needs_to_judge(self) -> str:
         return (f"each tensor saved at num_steps={self.num_steps} steps of one mode (TRAIN, or any steps of a job "
                 "without modes; EVAL and PREDICT steps are not judged): save it more often, or lower num_steps")
 

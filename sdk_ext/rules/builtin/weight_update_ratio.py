@@ -71,7 +71,7 @@ class WeightUpdateRatio(BuiltinRule):
         )
         self.params.done()
 
-    def needs(self) -> str:
+    def needs_to_judge(self) -> str:
         within = f", at most num_steps={self.num_steps} TRAIN steps apart" if self.num_steps is not None else ""
         return (f"each weight saved at two TRAIN steps (steps of a job without modes){within}; save the "
                 "weights collection more often (its save_interval) than the job has training steps")

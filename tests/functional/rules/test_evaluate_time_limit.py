@@ -281,3 +281,29 @@ def test_a_rule_computing_after_a_wait_is_still_stopped_at_its_limit(trial: Path
     with pytest.raises(InvocationTimeout) as err:
         invoke_rule(rule, time_limit=0.3)
     assert (err.value.rule, err.value.step, err.value.limit) == ("_ComputesForeverAfterWaiting", 1, 0.3)
+
+
+def test_a_profiler_rule_waiting_for_its_next_window_is_not_timed(tmp_path: Path, repo_env) -> None:  # type: ignore[no-untyped-def]
+    from tests.unit.profiler_rules.files import end_job, local, metric, write_system
+
+    storage = local(tmp_path / "profiler-output")
+    t0 = 1_700_000_000.0
+    write_system(storage, [metric("GPUUtilization", "gpu0", 90.0, t0 + i * 0.5) for i in range(10)])  # 5 s of data
+    out = tmp_path / "out"
+    rule = subprocess.Popen([sys.executable, EVALUATE, "--trial-dir", str(tmp_path / "profiler-output"),
+                             "--rule-name", "LowGPUUtilization", "--param", "scan_interval_us=10000000",
+                             "--param", "invoke_timeout_secs=1", "--output-dir", str(out)],
+                            env=repo_env, stderr=subprocess.PIPE, text=True)
+    try:
+        assert wait_for(lambda: read_status(out).get("RuleEvaluationStatus") == "InProgress", what="InProgress")
+        time.sleep(2.5)  # the rule waits for data reaching the end of its first 10 s window, past its 1 s limit
+        write_system(storage, [metric("GPUUtilization", "gpu0", 90.0, t0 + 5 + i * 0.5) for i in range(50)])
+        end_job(storage)
+        code = rule.wait(timeout=60)
+    finally:
+        if rule.poll() is None:
+            rule.kill()
+        _, stderr = rule.communicate()
+    status = read_status(out)
+    assert code == 0, (status, stderr[-2000:])
+    assert status["RuleEvaluationStatus"] == "NoIssuesFound"

@@ -59,6 +59,8 @@ def baseline_step(steps: list[int], step: int, num_steps: int) -> int | None:
 class LossNotDecreasing(BuiltinRule):
     """Fires when a loss decreased by less than ``diff_percent`` % over ``num_steps`` steps, or rose too much."""
 
+    judges_on_selection = False  # a loss is judged once it has a baseline num_steps back
+
     def __init__(
         self,
         base_trial: Any,
@@ -83,6 +85,11 @@ class LossNotDecreasing(BuiltinRule):
         self.mode = self.params.mode("mode", mode)
         self.params.done()
         self._next_check: dict[tuple[str, ModeKeys], int] = {}
+
+    def needs_to_judge(self) -> str:
+        mode = f" (mode {self.mode.name})" if self.mode is not None else ""
+        return (f"a scalar loss saved at two steps of the same mode{mode} at least num_steps={self.num_steps} "
+                "steps apart: train for longer than num_steps saved steps, or lower num_steps")
 
     def _tensors(self, step: int) -> list[str]:
         collections = list(self.collection_names)
@@ -112,6 +119,7 @@ class LossNotDecreasing(BuiltinRule):
             if current is None or previous is None:
                 continue
             self._next_check[key] = mode_step + self.num_steps
+            self.judged([name])
             why = loss_verdict(previous, current, diff_percent=self.diff_percent,
                                increase_threshold_percent=self.increase_threshold_percent)
             if why is not None:

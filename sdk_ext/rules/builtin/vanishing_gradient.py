@@ -9,14 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from sdk_ext.rules.builtin.base import BuiltinRule, fmt
-
-
-def mean_abs(gradient: np.ndarray) -> float:
-    """``mean(|g|)`` in float64 (no overflow for float16 inputs)."""
-    return float(np.mean(np.abs(np.asarray(gradient, dtype=np.float64))))
 
 
 def is_vanishing(mean_abs_value: float, threshold: float) -> bool:

@@ -14,7 +14,8 @@ Collections and names (smdebug's; see :mod:`sdk_ext.xgboost.model` for what each
 never losses), ``predictions`` and ``labels`` (of ``validation_data``), ``feature_importance/<type>/<f>``,
 ``average_shap/<f>`` (signed mean, smdebug's meaning), ``mean_abs_shap/<f>`` (new: mean absolute SHAP),
 ``full_shap/<f>`` (the feature's column), ``trees/<column>`` (the trees the round added, plus
-``trees/Depth``, new). Saved by default: ``metrics`` and ``losses`` every 10 rounds (smdebug's default).
+``trees/Depth``, new). Always saved, as in smdebug: ``metrics``, every 10 rounds unless the save config
+(or a ``metrics`` collection configuration) says otherwise. ``losses`` is saved when it is included.
 
 Cost: metrics cost nothing measurable; predictions one predict on ``validation_data``; SHAP one
 ``predict(pred_contribs=True)`` on ``train_data`` per saved round (that is its price); trees dump only
@@ -82,7 +83,11 @@ class Hook(BaseHook, xgb.callback.TrainingCallback):
     """
 
     builtin_collections = XGBOOST_COLLECTIONS
-    default_include_collections = (K.METRICS, K.LOSSES)
+    # smdebug's XGBoost default: metrics only. A collection included by default is saved at the hook's
+    # save config; were it ``losses`` too, a debughookconfig.json naming metrics at interval 3 would also
+    # save losses every 10 rounds: steps holding no labels nor predictions, in a trial whose config never
+    # asked for them.
+    default_include_collections = (K.METRICS,)
 
     def __init__(
         self,

@@ -60,6 +60,15 @@ def variable_key(variable: Any, model_name: str | None = None) -> str:
     return path.split("/", 1)[1]  # no model known: a model variable's path starts with the model's name
 
 
+def is_rng_state(variable: Any) -> bool:
+    """A Keras 3 random generator's state (``seed_generator_state``, e.g. a Dropout layer's): a variable of
+    ``model.variables`` that Keras does not count among ``model.weights``, so never saved as a weight."""
+    path = getattr(variable, "path", None)
+    if not isinstance(path, str):
+        path = str(getattr(variable, "name", "")).split(":")[0]
+    return path.rpartition("/")[2] == "seed_generator_state"
+
+
 def weight_name(key: str) -> str:
     layer, _, var = key.rpartition("/")
     if not layer:
@@ -86,6 +95,7 @@ __all__ = [
     "KERAS_COLLECTIONS",
     "LOSS_REGEX",
     "gradient_name",
+    "is_rng_state",
     "optimizer_variable_name",
     "tensor_names",
     "variable_key",

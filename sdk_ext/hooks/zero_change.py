@@ -52,6 +52,19 @@ def get_hook(hook_cls: type[H], json_config_path: str | None, create_if_not_exis
             return None
 
 
+def set_hook(custom_hook: Any) -> None:
+    """smdebug's ``set_hook``: make ``custom_hook`` the process's hook.
+
+    Raises:
+        TypeError: it is not an sdk_ext hook.
+    """
+    from sdk_ext.hooks.hook import Hook
+
+    if not isinstance(custom_hook, Hook):
+        raise TypeError(f"set_hook: {custom_hook!r} is a {type(custom_hook).__name__}, not an sdk_ext hook")
+    registry.register(custom_hook)
+
+
 def ensure_log_output() -> None:
     """A script that configured no logging would never show the hook's messages (errors included):
     send sdk_ext's records to stderr then, as smdebug did."""
@@ -123,4 +136,4 @@ def run_script(module: str, install: Callable[[], object], argv: list[str] | Non
     runpy.run_path(args[0], run_name="__main__")
 
 
-__all__ = ["PatchOnImport", "enabled", "ensure_log_output", "get_hook", "run_script"]
+__all__ = ["PatchOnImport", "enabled", "ensure_log_output", "get_hook", "run_script", "set_hook"]

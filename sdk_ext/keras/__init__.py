@@ -16,7 +16,7 @@ from sdk_ext.hooks import (
     SaveConfig,
     SaveConfigMode,
 )
-from sdk_ext.keras.zero_change import get_hook
+from sdk_ext.keras.zero_change import del_hook, get_hook, set_hook
 from sdk_ext.modes import ModeKeys
 
 
@@ -25,6 +25,10 @@ def __getattr__(name: str) -> Any:
         from sdk_ext.keras.hook import KerasHook
 
         return KerasHook
+    if name == "create_trial":  # smdebug.tensorflow.create_trial
+        from sdk_ext.trials import create_trial
+
+        return create_trial
     raise AttributeError(f"module 'sdk_ext.keras' has no attribute {name!r}")
 
 
@@ -37,6 +41,9 @@ __all__ = [
     "ReductionConfig",
     "SaveConfig",
     "SaveConfigMode",
+    "create_trial",
+    "del_hook",
     "get_hook",
     "modes",
+    "set_hook",
 ]

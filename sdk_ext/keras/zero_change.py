@@ -32,12 +32,44 @@ _state: dict[str, Any] = {"failed": None, "installed": False, "path": None, "pat
 _METHODS = ("fit", "evaluate", "predict")
 
 
-def get_hook(json_config_path: str | None = None, create_if_not_exists: bool = False) -> Any:
-    """The process's KerasHook (smdebug's ``get_hook``): the existing one, or (``create_if_not_exists``)
-    a new one from the config. None without a config file, with ``USE_SMDEBUG`` off, or on a bad config."""
+#: smdebug.tensorflow's hook types that TensorFlow 2.16+ no longer has (tf.compat.v1 sessions, tf.estimator).
+_TF1_HOOK_TYPES = ("session", "estimator")
+
+
+def get_hook(hook_type: str | None = None, json_config_path: str | None = None,
+             create_if_not_exists: bool = False) -> Any:
+    """The process's KerasHook (smdebug.tensorflow's ``get_hook``, same parameters): the existing one, or
+    (``create_if_not_exists``) a new one from the config. None without a config file, with ``USE_SMDEBUG``
+    off, or on a bad config.
+
+    ``hook_type`` is ``"keras"`` or None (KerasHook is the only hook there is).
+
+    Raises:
+        ValueError: ``hook_type`` is ``"session"`` or ``"estimator"`` (TensorFlow 1 APIs that TensorFlow
+            2.16+ removed), or unknown.
+    """
+    if hook_type is not None and hook_type != "keras":
+        why = ("TensorFlow 2.16+ has no tf.estimator and no tf.compat.v1 session hooks"
+               if hook_type in _TF1_HOOK_TYPES else "unknown hook type")
+        raise ValueError(f"get_hook(hook_type={hook_type!r}): {why}; sdk_ext.tensorflow has the KerasHook only: "
+                         "get_hook('keras') (a Keras callback, which also serves custom training loops)")
     from sdk_ext.keras.hook import KerasHook
 
     return shared.get_hook(KerasHook, json_config_path, create_if_not_exists, _state)
+
+
+def set_hook(custom_hook: Any) -> None:
+    """Make ``custom_hook`` the process's hook (smdebug's ``set_hook``).
+
+    Raises:
+        TypeError: it is not an sdk_ext hook.
+    """
+    shared.set_hook(custom_hook)
+
+
+def del_hook() -> None:
+    """Forget the process's hook (smdebug's ``del_hook``); it is not closed (it still closes at exit)."""
+    registry.forget()
 
 
 def install(json_config_path: str | None = None) -> bool:
@@ -80,7 +112,7 @@ def _patch_keras(keras: Any) -> None:
             @functools.wraps(original)
             def call(self: Any, *args: Any, **kwargs: Any) -> Any:
                 try:
-                    hook = get_hook(_state["path"], create_if_not_exists=True)
+                    hook = get_hook(json_config_path=_state["path"], create_if_not_exists=True)
                     if hook is not None:
                         bound = signature.bind(self, *args, **kwargs)
                         bound.arguments["callbacks"] = _with_hook(bound.arguments.get("callbacks"), hook)
@@ -114,4 +146,4 @@ def uninstall() -> None:
     _state.update(failed=None, installed=False, path=None, patched=False, finder=None)
 
 
-__all__ = ["get_hook", "install", "uninstall"]
+__all__ = ["del_hook", "get_hook", "install", "set_hook", "uninstall"]

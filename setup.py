@@ -2,7 +2,7 @@
 
 lambda/ is the auto-stop function's Lambda asset (infra/ deploys exactly its two files) and stays the only
 copy of that code: the wheel installs the same files as sdk_ext/lambda_function/, where
-sdk_ext.local.deployment finds them when no checkout is around. Everything else is in pyproject.toml.
+sdk_ext.local.jobs.deployment finds them when no checkout is around. Everything else is in pyproject.toml.
 """
 
 from setuptools import find_packages, setup

@@ -25,7 +25,8 @@ from sdk_ext.exceptions import SdkExtError
 
 
 def parser() -> argparse.ArgumentParser:
-    from sdk_ext.local import cli_inspect, cli_run
+    from sdk_ext.local.cli import inspect as cli_inspect
+    from sdk_ext.local.cli import run as cli_run
 
     p = argparse.ArgumentParser(prog="sdk-ext", description=__doc__.split("\n\n")[0])
     p.add_argument("--version", action="version", version=f"sdk-ext {__version__}")
@@ -38,7 +39,7 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``sdk-ext``; returns the exit code."""
-    from sdk_ext.local.console import Console
+    from sdk_ext.local.cli.console import Console
 
     argv = list(sys.argv[1:] if argv is None else argv)
     script_args: list[str] = []

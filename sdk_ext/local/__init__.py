@@ -22,11 +22,11 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from sdk_ext.local.client import LocalSageMakerClient
-from sdk_ext.local.events import AutoStopTarget, EventDispatcher, state_change_event
-from sdk_ext.local.job import TERMINAL_JOB_STATUSES, TERMINAL_RULE_STATUSES, LocalJob, RuleState
-from sdk_ext.local.layout import JobDir
-from sdk_ext.local.runner import JobRunner, LocalSettings
+from sdk_ext.local.jobs.client import LocalSageMakerClient
+from sdk_ext.local.jobs.events import AutoStopTarget, EventDispatcher, state_change_event
+from sdk_ext.local.jobs.layout import JobDir
+from sdk_ext.local.jobs.runner import JobRunner, LocalSettings
+from sdk_ext.local.jobs.state import TERMINAL_JOB_STATUSES, TERMINAL_RULE_STATUSES, LocalJob, RuleState
 
 
 def run_training_job(request: dict[str, Any], *, settings: LocalSettings | None = None,

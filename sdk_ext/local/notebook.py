@@ -15,8 +15,8 @@ import os
 from dataclasses import dataclass
 
 from sdk_ext.exceptions import ConfigError
-from sdk_ext.local.report import CHART_CSS, CHARTS, chart_html, verdict_markers
-from sdk_ext.local.report_data import collect
+from sdk_ext.local.report.data import collect
+from sdk_ext.local.report.html import CHART_CSS, CHARTS, chart_html, verdict_markers
 
 
 @dataclass(frozen=True, slots=True)

@@ -52,17 +52,17 @@ class TrialOptions:
             oldest half are taken as complete (smdebug's SMDEBUG_INCOMPLETE_STEP_WAIT_WINDOW).
         file_cache_bytes: budget of the cache of whole event files (least recently used out). A
             trial whose event files are larger than this is read by byte ranges
-            (:mod:`sdk_ext.trials.slabs`, which keep at most as many bytes again).
+            (:mod:`sdk_ext.trials.read.byte_ranges`, which keep at most as many bytes again).
         whole_file_bytes: event files up to this size are read whole on their first value read
             (one request for all their records); larger ones are read record by record.
         read_ahead_bytes: most bytes of values decoded ahead when ``value()`` walks one tensor
-            step after step (see :mod:`sdk_ext.trials.reads`); 0 reads strictly one value per call.
+            step after step (see :mod:`sdk_ext.trials.read.reader`); 0 reads strictly one value per call.
             Values of a window are rows of one array, as those of ``values()`` are: keeping one
             keeps its window's array (at most this many bytes) alive.
         lazy_index_files: a finished trial on storage that is not local (S3) with more index files
             than this left to read at open (after the consolidated indexes) reads each when a query
             first needs it: the value at one step costs that step's index files, not all of them
-            (:mod:`sdk_ext.trials.index_cache`). 0 reads every index file at open, as smdebug.
+            (:mod:`sdk_ext.trials.index.trial_index`). 0 reads every index file at open, as smdebug.
     """
 
     collections_timeout: float = 10.0

@@ -26,8 +26,8 @@ from sdk_ext.exceptions import (
 from sdk_ext.format.paths import reduction_tensor_name
 from sdk_ext.modes import ModeKeys, StepState
 from sdk_ext.trials.display import TensorDisplay
-from sdk_ext.trials.index_cache import ReductionKey, StepFile, TrialIndex
-from sdk_ext.trials.reads import Reads
+from sdk_ext.trials.index.trial_index import ReductionKey, StepFile, TrialIndex
+from sdk_ext.trials.read.reader import Reads
 from sdk_ext.trials.reductions import compute_reduction, normalize_op
 
 if TYPE_CHECKING:
@@ -158,7 +158,7 @@ class Tensor(TensorDisplay):
             mode = _mode(mode)
         name = self.name
         reads = self._reads
-        if reads.ahead_name == name:  # read ahead (sdk_ext.trials.reads)
+        if reads.ahead_name == name:  # read ahead (sdk_ext.trials.read.reader)
             value = reads.take_ahead(name, mode, step_num, worker)
             if value is not None:
                 return value
@@ -190,7 +190,7 @@ class Tensor(TensorDisplay):
     def values(self, mode: ModeKeys = _GLOBAL, worker: str | None = None) -> dict[int, np.ndarray[Any, Any]]:
         """``{step: value}`` over the complete steps: the way to read a tensor at every step.
 
-        Many values per call (:mod:`sdk_ext.trials.bulk`): the event files are fetched in one batch
+        Many values per call (:mod:`sdk_ext.trials.read.many_steps`): the event files are fetched in one batch
         and the records that share a wire layout are checked and copied together, so a value costs
         a fraction of a ``value()`` call. Each value is a row of a new array (one per layout):
         writable, and changing it changes no other value and no later read.

@@ -36,10 +36,10 @@ from sdk_ext.modes import ModeKeys, StepState
 from sdk_ext.storage import Storage, open_storage
 from sdk_ext.trials.collections import Collection
 from sdk_ext.trials.display import TrialDisplay
-from sdk_ext.trials.index_cache import TrialIndex, check_range_steps
+from sdk_ext.trials.index.trial_index import TrialIndex, check_range_steps
 from sdk_ext.trials.loading import collection_workers, wait_for_collections
 from sdk_ext.trials.options import TrialOptions
-from sdk_ext.trials.reads import Reads
+from sdk_ext.trials.read.reader import Reads
 from sdk_ext.trials.tensor import Tensor
 from sdk_ext.trials.waiting import step_state, wait_for_steps
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from sdk_ext.exceptions import NoMoreData, StepNotYetAvailable, StepUnavailable
 from sdk_ext.modes import ModeKeys, StepState
-from sdk_ext.trials.index_cache import TrialIndex
+from sdk_ext.trials.index.trial_index import TrialIndex
 from sdk_ext.trials.options import poll
 
 if TYPE_CHECKING:

@@ -21,7 +21,7 @@ from tests.unit.trials.test_bulk_values import assert_values_match_step_by_step
 def test_values_match_step_by_step_reads_for_every_tensor_mode_and_worker(
     fixture: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("sdk_ext.trials.reads.BULK_MIN", 1)
+    monkeypatch.setattr("sdk_ext.trials.read.reader.BULK_MIN", 1)
     fast, slow = (create_trial(str(fixture / "out"), options=TrialOptions(clock=FakeClock()), timeout=0)
                   for _ in range(2))
     compared = 0

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-frameworks = pytest.importorskip("sdk_ext.local.frameworks")  # sdk_ext.local's detection (merged from `local`)
+frameworks = pytest.importorskip("sdk_ext.local.jobs.frameworks")  # sdk_ext.local's detection (merged from `local`)
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,7 @@ import pytest
 from sdk_ext.exceptions import ConfigError
 from sdk_ext.hooks import Hook, SaveConfig
 from sdk_ext.local.notebook import report_chart
-from sdk_ext.local.report import CHARTS
+from sdk_ext.local.report.html import CHARTS
 from sdk_ext.modes import ModeKeys
 from sdk_ext.trials import create_trial
 

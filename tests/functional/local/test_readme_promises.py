@@ -12,7 +12,7 @@ import pytest
 
 from sdk_ext.exceptions import ConfigError
 from sdk_ext.hooks import Hook, SaveConfig
-from sdk_ext.local.cli_request import builtin_rule
+from sdk_ext.local.request.from_options import builtin_rule
 from tests.conftest import REPO
 
 README = (REPO / "README.md").read_text(encoding="utf-8")

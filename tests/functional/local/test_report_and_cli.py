@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from sdk_ext.local import run_training_job
-from sdk_ext.local.report import write_report
+from sdk_ext.local.report.html import write_report
 from tests.functional.local.png import read_png
 from tests.functional.local.support import HOOKED, fake_rules_dir, request, rule, settings, write_script
 

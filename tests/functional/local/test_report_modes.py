@@ -7,8 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
-from sdk_ext.local.report import render_html
-from sdk_ext.local.report_data import Verdict, collect, modes_of_steps
+from sdk_ext.local.report.data import Verdict, collect, modes_of_steps
+from sdk_ext.local.report.html import render_html
 from sdk_ext.trials import create_trial
 from tests.functional.rules.trial_writer import write_trial
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sdk_ext.local.report import write_report
+from sdk_ext.local.report.html import write_report
 from sdk_ext.rules.status import reason
 from tests.conftest import REPO
 from tests.functional.local.png import read_png

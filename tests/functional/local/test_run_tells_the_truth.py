@@ -188,7 +188,7 @@ def test_trial_piped_into_head_has_no_broken_pipe_error(tmp_path: Path, repo_env
 def test_a_job_whose_hook_gave_up_gives_the_hooks_reason(tmp_path: Path) -> None:
     """From Python (no CLI check before the start), as inside SageMaker: the hook logs and saves nothing."""
     from sdk_ext.local import LocalSettings, run_training_job
-    from sdk_ext.local.cli_request import build_request
+    from sdk_ext.local.request.from_options import build_request
 
     script = write_script(tmp_path, PLAIN_TORCH)
     request = build_request(script=script, base=None, job_name="gave-up", save_interval=0, rules=["ExplodingTensor"])

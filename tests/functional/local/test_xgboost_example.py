@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sdk_ext.local.report import write_report
+from sdk_ext.local.report.html import write_report
 from sdk_ext.trials import create_trial
 from tests.conftest import REPO
 

@@ -132,7 +132,7 @@ def test_a_fresh_venv_outside_the_checkout_runs_the_readme_loop(built: tuple[Pat
     assert install.returncode == 0, install.stdout + install.stderr
     assert re.search(r"Successfully installed sdk[-_]ext-0\.1\.0", install.stdout), install.stdout
 
-    code = ("import json, sdk_ext, sdk_ext.evaluator; from sdk_ext.local import deployment as d; "
+    code = ("import json, sdk_ext, sdk_ext.evaluator; from sdk_ext.local.jobs import deployment as d; "
             "print(json.dumps([sdk_ext.__file__, str(d.lambda_dir()), d.evaluator_command()]))")
     where = subprocess.run([str(python), "-c", code],
                            cwd=work, env=env, capture_output=True, text=True, timeout=120, check=False)

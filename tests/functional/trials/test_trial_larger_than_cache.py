@@ -75,7 +75,7 @@ def test_a_damaged_record_raises_as_step_by_step_does(tmp_path):
 
 @pytest.mark.parametrize("slab", [True, False], ids=["slabs", "records one by one"])
 def test_files_past_the_map_limit_are_read_range_by_range(tmp_path, monkeypatch, slab):
-    from sdk_ext.trials import slabs
+    from sdk_ext.trials.read import byte_ranges as slabs
 
     monkeypatch.setattr(slabs, "MAPS", 3)
     if not slab:

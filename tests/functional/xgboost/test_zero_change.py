@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sdk_ext.local.frameworks import launcher
+from sdk_ext.local.jobs.frameworks import launcher
 from sdk_ext.trials import create_trial
 
 SCRIPT = Path(__file__).with_name("plain_train.py")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from sdk_ext.local import frameworks
+from sdk_ext.local.jobs import frameworks
 
 
 @pytest.mark.parametrize(("source", "framework"), [

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from sdk_ext.local.events import state_change_event
-from sdk_ext.local.job import JobStateError, LocalJob
+from sdk_ext.local.jobs.events import state_change_event
+from sdk_ext.local.jobs.state import JobStateError, LocalJob
 from tests.infra.eventpattern import matches
 from tests.sagemaker_events import captured_event, captured_pattern
 

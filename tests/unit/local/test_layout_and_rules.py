@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from sdk_ext.exceptions import ConfigError
-from sdk_ext.local import deployment, layout, rule_jobs
-from sdk_ext.local.entry import Command, failure_reason, resolve_command
+from sdk_ext.local.jobs import deployment, layout, rule_jobs
+from sdk_ext.local.jobs.entry import Command, failure_reason, resolve_command
 
 
 def _request(**extra: object) -> dict:
@@ -182,7 +182,7 @@ def test_auto_stop_loads_without_lambda_on_sys_path(repo_env: dict[str, str]) ->
     import subprocess
 
     code = ("import sys; sys.path = [p for p in sys.path if not p.endswith('lambda')]\n"
-            "from sdk_ext.local.deployment import load_auto_stop\n"
+            "from sdk_ext.local.jobs.deployment import load_auto_stop\n"
             "m = load_auto_stop(); print(m.process_event.__name__, 'auto_stop_policy' in sys.modules)")
     env = dict(repo_env)
     env["PYTHONPATH"] = str(deployment.SDK_EXT_PARENT)

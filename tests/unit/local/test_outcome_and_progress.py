@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from sdk_ext.hooks import Hook, SaveConfig
-from sdk_ext.local.progress import Seen, TrialWatch, elapsed_text, status_line
-from sdk_ext.local.report import outcome, render_html
-from sdk_ext.local.report_data import ReportData, Verdict
+from sdk_ext.local.cli.progress import Seen, TrialWatch, elapsed_text, status_line
+from sdk_ext.local.report.data import ReportData, Verdict
+from sdk_ext.local.report.html import outcome, render_html
 from sdk_ext.modes import ModeKeys
 from sdk_ext.rules.status import no_issues_details
 

@@ -6,8 +6,8 @@ import io
 import math
 import re
 
-from sdk_ext.local import svg
-from sdk_ext.local.console import Console
+from sdk_ext.local.cli.console import Console
+from sdk_ext.local.report import svg
 
 
 def test_nice_ticks_are_round_and_cover_the_range() -> None:

@@ -14,7 +14,7 @@ from sdk_ext.format.records import masked_crc32c
 from sdk_ext.modes import ModeKeys
 from sdk_ext.storage import InMemoryStorage, Storage
 from sdk_ext.trials import Trial, TrialOptions, create_trial
-from sdk_ext.trials.reads import BULK_MIN
+from sdk_ext.trials.read.reader import BULK_MIN
 from tests.trial_builder import TrialBuilder
 
 TRAIN, EVAL, GLOBAL = ModeKeys.TRAIN, ModeKeys.EVAL, ModeKeys.GLOBAL

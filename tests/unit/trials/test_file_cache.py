@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sdk_ext.trials.file_cache import FileCache
+from sdk_ext.trials.read.file_cache import FileCache
 
 
 def test_files_fetched_together_share_a_chunk_and_are_found_at_their_offsets() -> None:

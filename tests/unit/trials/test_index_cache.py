@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from sdk_ext.exceptions import IndexReaderException
 from sdk_ext.modes import ModeKeys
-from sdk_ext.trials.index_cache import StepFileParser
+from sdk_ext.trials.index.trial_index import StepFileParser
 
 EVENT = "events/000000000003/000000000003_worker_0.tfevents"
 

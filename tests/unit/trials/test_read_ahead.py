@@ -1,5 +1,5 @@
 """``value()`` walking one tensor step after step is served from read-ahead windows, with the results
-and errors of reading strictly one value per call (sdk_ext.trials.reads)."""
+and errors of reading strictly one value per call (sdk_ext.trials.read.reader)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from sdk_ext.exceptions import CorruptRecordError, SdkExtError
 from sdk_ext.modes import ModeKeys
 from sdk_ext.storage import InMemoryStorage
 from sdk_ext.trials import Trial, TrialOptions, create_trial
-from sdk_ext.trials import plan as plan_module
-from sdk_ext.trials.reads import AHEAD_FIRST, BULK_MIN
+from sdk_ext.trials.read import step_plan as plan_module
+from sdk_ext.trials.read.reader import AHEAD_FIRST, BULK_MIN
 from tests.trial_builder import TrialBuilder
 from tests.unit.trials.test_bulk_values import one_at_a_time, same
 

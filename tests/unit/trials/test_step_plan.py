@@ -1,5 +1,5 @@
 """A step plan, worked out a block of steps at a time, locates a tensor's records over any slice of its
-steps exactly as looking each step up does (sdk_ext.trials.plan)."""
+steps exactly as looking each step up does (sdk_ext.trials.read.step_plan)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from hypothesis import strategies as st
 from sdk_ext.modes import ModeKeys
 from sdk_ext.storage import InMemoryStorage
 from sdk_ext.trials import TrialOptions, create_trial
-from sdk_ext.trials import plan as plan_module
-from sdk_ext.trials.index_cache import TrialIndex
-from sdk_ext.trials.plan import StepPlan
-from sdk_ext.trials.step_files import Location, StepFile
+from sdk_ext.trials.index.step_files import Location, StepFile
+from sdk_ext.trials.index.trial_index import TrialIndex
+from sdk_ext.trials.read import step_plan as plan_module
+from sdk_ext.trials.read.step_plan import StepPlan
 from tests.trial_builder import TrialBuilder
 from tests.unit.trials.test_bulk_values import EDGES
 

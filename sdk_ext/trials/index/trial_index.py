@@ -14,7 +14,7 @@ than ``incomplete_step_window`` steps wait for missing workers, the older half i
 Fewer requests on S3 (issue 17.6; smdebug #99):
 
 * many index files to read and listings with sizes: they come from the writers' consolidated
-  indexes where those hold them (:mod:`sdk_ext.trials.consolidated_reads`), one GET per worker;
+  indexes where those hold them (:mod:`sdk_ext.trials.index.consolidated`), one GET per worker;
 * a *finished* trial (the end marker was there before the listing) on storage that is not local,
   with more than ``lazy_index_files`` index files still to read, keeps them *pending*: the global
   steps are known from the file names, and a file is read when a query needs it. :meth:`ensure`
@@ -36,8 +36,8 @@ from sdk_ext.exceptions import ConfigError, IndexReaderException
 from sdk_ext.format.paths import INDEX_DIR, index_key, parse_index_key, serialize_worker
 from sdk_ext.modes import ModeKeys
 from sdk_ext.storage import ReadRequest, Storage
-from sdk_ext.trials.consolidated_reads import Listed, list_with_sizes, read_consolidated
-from sdk_ext.trials.step_files import Location, ReductionKey, StepFile, StepFileParser
+from sdk_ext.trials.index.consolidated import Listed, list_with_sizes, read_consolidated
+from sdk_ext.trials.index.step_files import Location, ReductionKey, StepFile, StepFileParser
 
 logger = logging.getLogger(__name__)
 

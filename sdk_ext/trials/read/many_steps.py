@@ -2,7 +2,7 @@
 
 Read one at a time, a value costs a few microseconds of Python: find its step file and record,
 check the record, compare its layout, make an array. Here the steps are located once for all
-tensors (:class:`~sdk_ext.trials.plan.StepPlan`), the event files are fetched in one batch into
+tensors (:class:`~sdk_ext.trials.read.step_plan.StepPlan`), the event files are fetched in one batch into
 the file cache, whose chunks hold many files back to back, and the records are checked and copied
 with numpy a layout at a time (:mod:`sdk_ext.format.record_batch`):
 
@@ -27,13 +27,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from sdk_ext.format.record_batch import gather_contents, match_layout
-from sdk_ext.trials.file_cache import Chunk
-from sdk_ext.trials.plan import Ints, StepPlan
-from sdk_ext.trials.slabs import MARGIN
-from sdk_ext.trials.values import LARGE_RECORD
+from sdk_ext.trials.read.byte_ranges import MARGIN
+from sdk_ext.trials.read.event_files import LARGE_RECORD
+from sdk_ext.trials.read.file_cache import Chunk
+from sdk_ext.trials.read.step_plan import Ints, StepPlan
 
 if TYPE_CHECKING:
-    from sdk_ext.trials.values import ValueReader
+    from sdk_ext.trials.read.event_files import ValueReader
 
 #: rounds (one per layout met) before the remaining records are decoded one at a time
 _MAX_ROUNDS = 8
@@ -142,7 +142,7 @@ def _read_ranged(
     reader: ValueReader, plan: StepPlan, name: str, numbers: Ints, starts: Ints, lengths: Ints
 ) -> list[Array]:
     """:func:`read_values` for a trial larger than the file cache: only the byte ranges holding the
-    tensor's records are fetched (:mod:`sdk_ext.trials.slabs`), not the event files, then decoded a
+    tensor's records are fetched (:mod:`sdk_ext.trials.read.byte_ranges`), not the event files, then decoded a
     layout at a time as above. Costs the bytes of the records (and of their neighbours in a slab,
     which the next tensors use), whatever the files hold."""
     files = plan.files

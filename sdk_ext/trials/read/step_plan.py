@@ -4,7 +4,7 @@
 first worker, in worker order, whose index lists it) and the record's place in that step's event
 file. Looking that up step by step costs a few dict lookups of Python per value, for every tensor.
 But the step files at a set of steps are the same for every tensor, and step files share their
-name sets and (when index files repeat) their record tables (:mod:`sdk_ext.trials.step_files`).
+name sets and (when index files repeat) their record tables (:mod:`sdk_ext.trials.index.step_files`).
 So a :class:`StepPlan` groups the steps by the name sets of their candidate files once; for a given
 tensor, each group then takes one set lookup to pick the holder, and each distinct record table
 one dict lookup, whatever the number of steps. Whatever the plan does not cover (a step without a
@@ -13,7 +13,7 @@ an event file) makes :meth:`StepPlan.locate` return None, and the caller takes t
 path, which raises the precise error.
 
 A plan is worked out in blocks of ``BLOCK`` consecutive steps, each when a read first needs one of
-its steps: the value read-ahead (:mod:`sdk_ext.trials.reads`) reads a tensor's steps a window at a
+its steps: the value read-ahead (:mod:`sdk_ext.trials.read.reader`) reads a tensor's steps a window at a
 time through the one plan of its whole step list, which every tensor walking the same steps shares,
 so a window costs the blocks it covers (once for all tensors), not a plan of its own per tensor.
 """
@@ -28,8 +28,8 @@ from typing import Any
 import numpy as np
 
 from sdk_ext.modes import ModeKeys
-from sdk_ext.trials.index_cache import TrialIndex
-from sdk_ext.trials.step_files import Location, StepFile
+from sdk_ext.trials.index.step_files import Location, StepFile
+from sdk_ext.trials.index.trial_index import TrialIndex
 
 Ints = np.ndarray[Any, np.dtype[np.int64]]
 _Table = tuple[dict[str, Location], Ints, Ints, int]
@@ -55,14 +55,14 @@ class StepPlan:
     """The candidate step files at ``steps`` (of ``mode``, from ``worker`` if given), grouped.
 
     The plan reads ``index`` as it is when a block is first needed: use it only while the index's
-    ``generation`` is the one it was made at (:class:`~sdk_ext.trials.reads.Reads` keys plans by it).
+    ``generation`` is the one it was made at (:class:`~sdk_ext.trials.read.reader.Reads` keys plans by it).
 
     Attributes:
         files: the candidate step files of the blocks worked out so far, numbered as ``locate``
             reports them (in the order the blocks were worked out).
         chunk, base, size: where each file is in the value reader's file cache (chunk number,
             offset in the chunk, file size; chunk -1 when not known), valid while the cache's
-            epoch is ``epoch`` (see :mod:`sdk_ext.trials.bulk`); at least as long as ``files``.
+            epoch is ``epoch`` (see :mod:`sdk_ext.trials.read.many_steps`); at least as long as ``files``.
     """
 
     def __init__(self, index: TrialIndex, steps: Sequence[int], mode: ModeKeys, worker: str | None) -> None:

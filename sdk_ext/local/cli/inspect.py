@@ -16,11 +16,11 @@ from typing import Any
 import numpy as np
 
 from sdk_ext.exceptions import ConfigError, SdkExtError
-from sdk_ext.local import deployment, rule_jobs
-from sdk_ext.local.cli_request import build_request
-from sdk_ext.local.console import Console
-from sdk_ext.local.processes import Child, stop_all
-from sdk_ext.local.report_data import locate
+from sdk_ext.local.cli.console import Console
+from sdk_ext.local.jobs import deployment, rule_jobs
+from sdk_ext.local.jobs.processes import Child, stop_all
+from sdk_ext.local.report.data import locate
+from sdk_ext.local.request.from_options import build_request
 from sdk_ext.modes import ModeKeys
 from sdk_ext.rules.status import CHECKED_NOTHING, checked_nothing, reason
 
@@ -220,7 +220,7 @@ def rules_command(args: argparse.Namespace, console: Console) -> int:
 # --- report -----------------------------------------------------------------------------------------
 
 def report_command(args: argparse.Namespace, console: Console) -> int:
-    from sdk_ext.local.report import outcome, write_report
+    from sdk_ext.local.report.html import outcome, write_report
 
     _, _, job_dir = locate(_existing(args.path), args.job)
     out = args.output or ((job_dir / "report.html") if job_dir is not None else Path("report.html"))

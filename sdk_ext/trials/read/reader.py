@@ -1,9 +1,9 @@
 """How a trial reads values for its tensors: one at a time, a batch, or one tensor over many steps.
 
 :class:`Reads` sits between :class:`~sdk_ext.trials.Tensor` (which finds step files and records)
-and :class:`~sdk_ext.trials.values.ValueReader` (which fetches and decodes): it keeps the optional
+and :class:`~sdk_ext.trials.read.event_files.ValueReader` (which fetches and decodes): it keeps the optional
 value cache (``create_trial(cache=True)``), starts read-ahead on the one-at-a-time path, keeps the
-step plans of the many-steps path (:mod:`sdk_ext.trials.bulk`), and turns an event file that never
+step plans of the many-steps path (:mod:`sdk_ext.trials.read.many_steps`), and turns an event file that never
 came into smdebug's TensorUnavailableForStep.
 
 Value read-ahead. ``for step in tensor.steps(): tensor.value(step)`` is how smdebug users read a
@@ -24,7 +24,7 @@ precise error. New step files (a refresh) drop the window.
 
 A window is a slice of one step plan: the plan of the tensor's whole step list, which every
 window of the walk, the walks of every other tensor saved at the same steps, and ``values()`` at
-those steps share (:mod:`sdk_ext.trials.plan` works it out a block of steps at a time, as reads
+those steps share (:mod:`sdk_ext.trials.read.step_plan` works it out a block of steps at a time, as reads
 reach them). So a window costs its own steps whatever the length of the walk, and no tensor pays
 for locating steps another tensor already located, whatever its windows' sizes.
 """
@@ -40,12 +40,12 @@ import numpy as np
 from sdk_ext.exceptions import SdkExtError, TensorUnavailableForStep
 from sdk_ext.modes import ModeKeys
 from sdk_ext.storage import Storage
-from sdk_ext.trials.bulk import read_values
-from sdk_ext.trials.index_cache import TrialIndex
+from sdk_ext.trials.index.step_files import Location, StepFile
+from sdk_ext.trials.index.trial_index import TrialIndex
 from sdk_ext.trials.options import TrialOptions
-from sdk_ext.trials.plan import StepPlan
-from sdk_ext.trials.step_files import Location, StepFile
-from sdk_ext.trials.values import EventFileUnavailable, ValueReader
+from sdk_ext.trials.read.event_files import EventFileUnavailable, ValueReader
+from sdk_ext.trials.read.many_steps import read_values
+from sdk_ext.trials.read.step_plan import StepPlan
 
 #: fewer steps than this are read step by step (a plan and array operations cost more than they save)
 BULK_MIN = 16

@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from sdk_ext.exceptions import ConfigError
-from sdk_ext.local import frameworks, layout, request_check
+from sdk_ext.local.jobs import frameworks, layout
+from sdk_ext.local.request import check as request_check
 
 _FILE_LINE = re.compile(r'^File "(.+)", line (\d+)')
 _ERROR_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt|Warning|Failure)\b.*$|^[A-Za-z_][\w.]*: .+$")

@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from sdk_ext.exceptions import ConfigError
-from sdk_ext.local.cli_request import build_request
-from sdk_ext.local.client import LocalSageMakerClient
-from sdk_ext.local.console import Console
-from sdk_ext.local.runner import LocalSettings
+from sdk_ext.local.cli.console import Console
+from sdk_ext.local.jobs.client import LocalSageMakerClient
+from sdk_ext.local.jobs.runner import LocalSettings
+from sdk_ext.local.request.from_options import build_request
 
 DEFAULT_SAVE_INTERVAL = 10
 
@@ -92,7 +92,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         console.done()
     report_path = None
     if args.report or args.report_file:
-        from sdk_ext.local.report import write_report
+        from sdk_ext.local.report.html import write_report
 
         report_path = args.report_file or runner.dir.root / "report.html"
         try:
@@ -103,7 +103,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         finally:
             console.done()
     if args.json:
-        from sdk_ext.local.events import to_json
+        from sdk_ext.local.jobs.events import to_json
 
         console.result(json.dumps(to_json(final), indent=2))
     else:
@@ -134,7 +134,7 @@ def _refuse_bad_hook_config(request: dict[str, Any], args: argparse.Namespace) -
     Raises:
         ConfigError: one line per problem, each led by the option that caused it.
     """
-    from sdk_ext.local import preflight
+    from sdk_ext.local.jobs import preflight
 
     named = []  # keys the hook would ignore (with a warning in the job's log): a typo here is refused
     for item in args.hook_param:
@@ -167,8 +167,8 @@ def _refuse_bad_hook_config(request: dict[str, Any], args: argparse.Namespace) -
 
 def summary_lines(final: dict[str, Any], job_dir: Path, report: Path | None) -> list[str]:
     """What ``sdk-ext run`` prints at the end (``make demo`` shows it)."""
-    from sdk_ext.local.preflight import no_data_note
-    from sdk_ext.local.report_data import step_text, stop_decisions, verdict_step_modes, verdicts_of
+    from sdk_ext.local.jobs.preflight import no_data_note
+    from sdk_ext.local.report.data import step_text, stop_decisions, verdict_step_modes, verdicts_of
     from sdk_ext.rules.status import CHECKED_NOTHING, checked_nothing, reason
 
     lines = [f"Job {final['TrainingJobName']}: {final['TrainingJobStatus']} ({final['SecondaryStatus']})"]
@@ -217,7 +217,7 @@ class _Watcher:
             self._thread.join(timeout=2)
 
     def _loop(self) -> None:
-        from sdk_ext.local.progress import Clock, Seen, TrialWatch, status_line
+        from sdk_ext.local.cli.progress import Clock, Seen, TrialWatch, status_line
 
         clock, watch, seen, tick = Clock(), TrialWatch(self.runner.trial_dir), Seen(), 0
         while not self._stop.wait(0.25):

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from sdk_ext.exceptions import SdkExtError
-from sdk_ext.local.svg import PALETTE, Series
+from sdk_ext.local.report.svg import PALETTE, Series
 
 logger = logging.getLogger(__name__)
 

@@ -28,8 +28,8 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from sdk_ext.exceptions import ConfigError
-from sdk_ext.local.job import TERMINAL_JOB_STATUSES, JobStateError
-from sdk_ext.local.runner import JobRunner, LocalSettings
+from sdk_ext.local.jobs.runner import JobRunner, LocalSettings
+from sdk_ext.local.jobs.state import TERMINAL_JOB_STATUSES, JobStateError
 
 logger = logging.getLogger(__name__)
 

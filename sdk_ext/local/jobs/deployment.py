@@ -21,7 +21,7 @@ from types import ModuleType
 
 from sdk_ext.exceptions import ConfigError
 
-PACKAGE = Path(__file__).resolve().parent.parent
+PACKAGE = Path(__file__).resolve().parents[2]  # sdk_ext/
 CHECKOUT = PACKAGE.parent
 SDK_EXT_PARENT = CHECKOUT  # the directory to put on PYTHONPATH so children import this same sdk_ext
 PACKAGED_LAMBDA = PACKAGE / "lambda_function"  # lambda/, as the wheel installs it

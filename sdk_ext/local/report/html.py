@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from sdk_ext import __version__
-from sdk_ext.local import svg
-from sdk_ext.local.report_data import Panel, Progress, ReportData, Verdict, collect
-from sdk_ext.local.report_xgboost import importance_html
+from sdk_ext.local.report import svg
+from sdk_ext.local.report.data import Panel, Progress, ReportData, Verdict, collect
+from sdk_ext.local.report.xgboost_parts import importance_html
 from sdk_ext.rules.status import CHECKED_NOTHING, checked_nothing, reason
 
 #: What to try when a built-in rule finds issues: one line each.

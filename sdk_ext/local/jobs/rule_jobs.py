@@ -25,7 +25,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from sdk_ext.local.processes import Child
+from sdk_ext.local.jobs.processes import Child
 
 logger = logging.getLogger(__name__)
 

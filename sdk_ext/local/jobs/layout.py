@@ -37,7 +37,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from sdk_ext.format.paths import END_OF_JOB
-from sdk_ext.local import request_check
+from sdk_ext.local.request import check as request_check
 
 logger = logging.getLogger(__name__)
 
@@ -100,7 +100,7 @@ class JobDir:
 
     def rebase(self, container_path: str | None, default: Path) -> Path:
         """A container path (``/opt/ml/...``, normalized) inside this job directory; other paths as given
-        (:func:`~sdk_ext.local.request_check.path_problems` refuses those before a job starts)."""
+        (:func:`~sdk_ext.local.request.check.path_problems` refuses those before a job starts)."""
         if not container_path:
             return default
         return request_check.container_path(self.root, container_path) or Path(container_path)

@@ -154,7 +154,7 @@ class AutoStopTarget:
 
     def __init__(self, client: Any, *, config: Any = None, module: Any = None) -> None:
         if module is None:
-            from sdk_ext.local.deployment import load_auto_stop
+            from sdk_ext.local.jobs.deployment import load_auto_stop
 
             module = load_auto_stop()
         self.module = module

@@ -2,7 +2,7 @@
 
 Files fetched together (a read-ahead batch, the files of a ``Tensor.values`` call) are stored back
 to back in one ``bytes`` object, a chunk, so a batch decoder can look at records of many files in
-one buffer (:mod:`sdk_ext.trials.bulk`). A file read alone is a chunk of one. The chunk is the
+one buffer (:mod:`sdk_ext.trials.read.many_steps`). A file read alone is a chunk of one. The chunk is the
 unit of eviction: the budget counts exactly the bytes held. ``epoch`` changes whenever a file
 leaves the cache, so a caller that noted where files were can tell whether that still holds.
 """

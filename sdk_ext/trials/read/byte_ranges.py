@@ -3,7 +3,7 @@
 A save-all trial of a real model holds hundreds to thousands of tensors per step, so its event files
 together are larger than any cache: reading a tensor over all steps by whole files would read the
 whole trial once per tensor. The index gives each record's offset and length, so only those bytes
-are needed. Two ways to get them, both into one new array the batch decoder (:mod:`sdk_ext.trials.bulk`)
+are needed. Two ways to get them, both into one new array the batch decoder (:mod:`sdk_ext.trials.read.many_steps`)
 checks and copies a layout at a time:
 
 * a **slab**: the same bytes ``[lo, lo + window + MARGIN)`` of every file of a step plan, one row

@@ -39,9 +39,9 @@ from typing import Any
 import numpy as np
 
 from sdk_ext.exceptions import MissingCollectionFiles, SdkExtError
-from sdk_ext.local.report_xgboost import Importance, importance, metric_series
-from sdk_ext.local.rule_jobs import step_from_details
-from sdk_ext.local.svg import Series
+from sdk_ext.local.jobs.rule_jobs import step_from_details
+from sdk_ext.local.report.svg import Series
+from sdk_ext.local.report.xgboost_parts import Importance, importance, metric_series
 from sdk_ext.modes import ModeKeys
 from sdk_ext.trials import Trial, create_trial
 
@@ -264,7 +264,7 @@ LOG_TAIL_LINES = 40
 
 def _job_context(job: Mapping[str, Any] | None, job_dir: Path | None) -> dict[str, Any]:
     """The report's facts from the job rather than the trial: rule parameters, no-data reason, log tail."""
-    from sdk_ext.local.preflight import no_data_note
+    from sdk_ext.local.jobs.preflight import no_data_note
 
     parameters = {r["RuleConfigurationName"]: {k: str(v) for k, v in (r.get("RuleParameters") or {}).items()}
                   for r in (job or {}).get("DebugRuleConfigurations") or [] if r.get("RuleConfigurationName")}

@@ -2,10 +2,10 @@
 
 Round trips dominate on S3, so an event file no larger than ``whole_file_bytes`` is fetched whole
 the first time any of its records is wanted and kept in an LRU cache (``file_cache_bytes``,
-:mod:`sdk_ext.trials.file_cache`): a rule that reads every tensor of a step pays one request for the
+:mod:`sdk_ext.trials.read.file_cache`): a rule that reads every tensor of a step pays one request for the
 step. Larger files are read record by record (a ranged read each), and a batch sends all its
 requests in one ``Storage.read_many`` so a remote backend can run them concurrently. For the batch
-decoder (``Tensor.values``, :mod:`sdk_ext.trials.bulk`) many files are read into one array, and
+decoder (``Tensor.values``, :mod:`sdk_ext.trials.read.many_steps`) many files are read into one array, and
 large records of one length into the rows of one array.
 
 An index can name an event file that is not there yet (S3 uploads in any order) or that is still
@@ -26,10 +26,10 @@ from sdk_ext.exceptions import SdkExtError, StorageNotFound
 from sdk_ext.format.paths import EVENTS_DIR, parse_event_key
 from sdk_ext.format.record_values import RecordDecoder
 from sdk_ext.storage import ReadRequest, Storage
-from sdk_ext.trials.file_cache import Entry, FileCache
-from sdk_ext.trials.index_cache import StepFile, TrialIndex
+from sdk_ext.trials.index.trial_index import StepFile, TrialIndex
 from sdk_ext.trials.options import TrialOptions, poll
-from sdk_ext.trials.slabs import Slabs
+from sdk_ext.trials.read.byte_ranges import Slabs
+from sdk_ext.trials.read.file_cache import Entry, FileCache
 
 logger = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ class ValueReader:
         self.slabs = Slabs(storage, budget=options.file_cache_bytes, slab_bytes=self.cache.chunk_limit)
         self._last_miss: int | None = None  # step of the last value read the cache did not hold
         self.requests = 0  # storage requests made, for benchmarks and tests
-        self.batched = 0  # values decoded many at a time (sdk_ext.trials.bulk), for benchmarks and tests
+        self.batched = 0  # values decoded many at a time (sdk_ext.trials.read.many_steps), for benchmarks and tests
 
     @property
     def whole_file_bytes(self) -> int:
@@ -90,7 +90,7 @@ class ValueReader:
 
     def ranged(self, trial_bytes: int) -> bool:
         """Whether reads of one tensor over many steps should fetch just the byte ranges that hold
-        its records (:mod:`sdk_ext.trials.slabs`) rather than whole event files: when the trial's
+        its records (:mod:`sdk_ext.trials.read.byte_ranges`) rather than whole event files: when the trial's
         event files (``trial_bytes``) are more than the file cache holds, whole files read for one
         tensor would be gone before the next one."""
         return trial_bytes > self.cache.budget

@@ -31,11 +31,11 @@ from pathlib import Path
 from typing import Any
 
 from sdk_ext.exceptions import ConfigError
-from sdk_ext.local import deployment, frameworks, layout, rule_jobs
-from sdk_ext.local.entry import Command, check_paths, check_request, failure_reason, resolve_command
-from sdk_ext.local.events import EventDispatcher, Target, state_change_event, to_json
-from sdk_ext.local.job import JobStateError, LocalJob, utc_now
-from sdk_ext.local.processes import Child, stop_all
+from sdk_ext.local.jobs import deployment, frameworks, layout, rule_jobs
+from sdk_ext.local.jobs.entry import Command, check_paths, check_request, failure_reason, resolve_command
+from sdk_ext.local.jobs.events import EventDispatcher, Target, state_change_event, to_json
+from sdk_ext.local.jobs.processes import Child, stop_all
+from sdk_ext.local.jobs.state import JobStateError, LocalJob, utc_now
 
 logger = logging.getLogger(__name__)
 
@@ -153,7 +153,7 @@ class JobRunner:
         self._channels = layout.prepare(self.dir, self.request)
         targets: list[Target] = []
         if self.settings.auto_stop:
-            from sdk_ext.local.events import AutoStopTarget
+            from sdk_ext.local.jobs.events import AutoStopTarget
 
             module = deployment.load_auto_stop(self.settings.lambda_dir)
             targets.append(AutoStopTarget(self.client, config=self.settings.auto_stop_config, module=module))
@@ -317,7 +317,7 @@ class JobRunner:
             self._save()
 
     def _no_data_reason(self) -> str:
-        from sdk_ext.local.preflight import no_data_reason
+        from sdk_ext.local.jobs.preflight import no_data_reason
 
         hook = self.request.get("DebugHookConfig") or {}
         return no_data_reason(training_log=self.dir.training_log,

@@ -113,15 +113,52 @@ class Hook(BaseHook, xgb.callback.TrainingCallback):
             include_regex=include_regex, include_collections=include_collections, save_all=save_all,
             include_workers=include_workers, **kwargs,
         )
-        self.train_data = to_dmatrix(train_data, "train_data")
-        self.validation_data = to_dmatrix(validation_data, "validation_data")
+        self._labels: np.ndarray | None = None
+        self._train_data: Any = None
+        self._validation_data: Any = None
+        self.train_data = train_data
+        self.validation_data = validation_data
         self._warned: set[str] = set()
-        self.hyperparameters: dict[str, Any] | None = None
+        self._hyperparameters: dict[str, Any] | None = None
         self._hyper_arrays: dict[str, np.ndarray] = {}
         self.set_hyperparameters(hyperparameters)
         self._booster_type = "gbtree"
         self._step_offset = 0
-        self._labels: np.ndarray | None = None
+
+    # smdebug's docs set these after creating the hook from the config (``hook.train_data = dtrain``,
+    # ``hook.hyperparameters = params``): assigning them is the same as passing them to the constructor.
+
+    @property
+    def train_data(self) -> Any:
+        """The DMatrix SHAP values are computed on; assign a DMatrix, ``(path, "csv" | "libsvm")`` or ``(X, y)``.
+
+        Raises (on assignment):
+            ConfigError: a value of none of those forms.
+        """
+        return self._train_data
+
+    @train_data.setter
+    def train_data(self, data: Any) -> None:
+        self._train_data = to_dmatrix(data, "train_data")
+
+    @property
+    def validation_data(self) -> Any:
+        """The DMatrix of ``predictions`` and ``labels``; assigned as :attr:`train_data`."""
+        return self._validation_data
+
+    @validation_data.setter
+    def validation_data(self, data: Any) -> None:
+        self._validation_data = to_dmatrix(data, "validation_data")
+        self._labels = None
+
+    @property
+    def hyperparameters(self) -> dict[str, Any] | None:
+        """What ``hyperparameters/<name>`` holds; assigning a dict is :meth:`set_hyperparameters`."""
+        return self._hyperparameters
+
+    @hyperparameters.setter
+    def hyperparameters(self, hyperparameters: Mapping[str, Any] | None) -> None:
+        self.set_hyperparameters(hyperparameters)
 
     @classmethod
     def create_from_json_file(cls, json_file_path: Any = None, *, path: Any = None) -> Hook:
@@ -147,15 +184,16 @@ class Hook(BaseHook, xgb.callback.TrainingCallback):
     def set_hyperparameters(self, hyperparameters: Mapping[str, Any] | None) -> None:
         """Set what ``hyperparameters/<name>`` holds (the zero-change path passes the training's params)."""
         if hyperparameters is None:
+            self._hyperparameters, self._hyper_arrays = None, {}
             return
         if not isinstance(hyperparameters, Mapping):
             self._warn(
                 "hyperparameters-type", "hyperparameters must be a dict, got %s; not saving hyperparameters",
                 type(hyperparameters).__name__)
             return
-        self.hyperparameters = dict(hyperparameters)
+        self._hyperparameters = dict(hyperparameters)
         arrays = {}
-        for key, value in self.hyperparameters.items():
+        for key, value in self._hyperparameters.items():
             array = xmodel.hyperparameter_array(value)
             if array is None:
                 self._warn(f"hp:{key}", "hyperparameter %r = %r has no array form; it is not saved", key, value)

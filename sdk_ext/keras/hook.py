@@ -554,6 +554,10 @@ class KerasHook(keras.callbacks.Callback, BaseHook):  # type: ignore[misc]
     def close(self) -> None:
         try:
             self._eager.restore()
+            if self._held and not self._in_step and not self._closed:
+                # values given after the last batch (a save_scalar after fit): written at close in a step of
+                # their own, which no batch made: a GLOBAL one, like the epoch-end logs, not one more TRAIN step
+                self._steps.mode = ModeKeys.GLOBAL
         finally:
             super().close()
 

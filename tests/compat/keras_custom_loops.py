@@ -79,18 +79,22 @@ def tape_loop(out: Path, *, register: bool, wrap_optimizer: bool, collections: l
 
 
 def fit_run(out: Path) -> dict[str, Any]:
-    """The same model under model.fit: its weights must be named and chosen as on the tape path."""
+    """smdebug's tf_keras_fit_eager.py on the same model: scalars before and after fit; the weights must be
+    named and chosen as on the tape path."""
     import keras
 
     import sdk_ext.tensorflow as smd
 
     keras.backend.clear_session()
     model = model_with_dropout(keras)
-    model.compile(optimizer=keras.optimizers.Adam(), loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-    hook = smd.KerasHook(out_dir=str(out / "trial"), include_collections=["weights", "biases"],
+    hook = smd.KerasHook(out_dir=str(out / "trial"), include_collections=["weights", "biases", "default"],
                          save_config=smd.SaveConfig(save_interval=1))
+    model.compile(optimizer=keras.optimizers.Adam(), loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  metrics=["accuracy"])
     x, y = data()
-    model.fit(x, y, batch_size=16, epochs=1, verbose=0, callbacks=[hook])
+    hook.save_scalar("epoch", 1, sm_metric=True)
+    model.fit(x, y, batch_size=16, epochs=1, verbose=0, validation_data=data(16, seed=1), callbacks=[hook])
+    hook.save_scalar("batch_size", 16, sm_metric=True)
     hook.close()
     return {"failure": repr(hook.failure)}
 

@@ -120,6 +120,20 @@ def test_the_rng_state_of_dropout_is_a_weight_on_neither_path(loops: tuple[Path,
     assert names["full"] == names["bare"] == names["fit"] == expected
 
 
+def test_scalars_before_and_after_fit_make_no_training_step(loops: tuple[Path, dict[str, Any]]) -> None:
+    """smdebug's tf_keras_fit_eager.py saves a scalar before fit (filed with step 0) and one after it (written
+    at close, in a GLOBAL step of its own: no batch made it, so it is no TRAIN step)."""
+    out, result = loops
+    assert result["fit"]["failure"] == "None"
+    trial = create_trial(str(out / "fit" / "trial"))
+    assert trial.steps(mode=ModeKeys.TRAIN) == [0, 1, 2, 3] and trial.steps(mode=ModeKeys.EVAL) == [0]
+    assert trial.tensor("scalar/epoch").steps() == [0] and trial.mode_modestep(0) == (ModeKeys.TRAIN, 0)
+    last = trial.steps()[-1]
+    assert trial.tensor("scalar/batch_size").steps() == [last]
+    assert trial.mode_modestep(last)[0] == ModeKeys.GLOBAL
+    assert trial.tensor("scalar/batch_size").value(last).tolist() == [16]
+
+
 def test_get_hook_of_smdebug_tensorflow(loops: tuple[Path, dict[str, Any]]) -> None:
     _, result = loops
     got = result["get_hook"]

@@ -2,8 +2,7 @@
 
 Subpackages: ``debugger`` (job configuration), ``hooks``/``pytorch`` (saving tensors in training),
 ``trials`` (reading them back), ``rules`` (judging them), ``local`` (the whole loop on one machine).
-Importing this package runs nothing else: the names smdebug exports at its top level
-(``from smdebug import SaveConfig, modes``) are imported on first use.
+Importing this package runs nothing else.
 """
 
 import logging
@@ -15,7 +14,8 @@ __version__ = "0.1.0"
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 
-# smdebug's top-level names, from the module that defines each (imported when first asked for).
+# smdebug's top-level names (``from smdebug import SaveConfig, modes``), imported on first use so that
+# ``import sdk_ext`` stays light.
 _LAZY = {
     "CollectionKeys": "sdk_ext.hooks.collections",
     "ReductionConfig": "sdk_ext.hooks.reduction_config",

@@ -19,6 +19,7 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
+from sdk_ext.exceptions import SMDebugValueError
 from sdk_ext.hooks.output import TrialOutput
 from sdk_ext.hooks.policy import SavePolicy
 from sdk_ext.hooks.step_counter import Step, StepCounter
@@ -93,10 +94,22 @@ class HookSteps:
         """True once the hook has failed (or was closed): it saves nothing more."""
         return self._disabled
 
-    @guarded
     def set_mode(self, mode: ModeKeys | str | int) -> None:
-        """Set the mode of the steps that follow (an open step keeps its own)."""
-        self._steps.mode = ModeKeys.parse(mode)
+        """Set the mode of the steps that follow (an open step keeps its own).
+
+        Raises:
+            SMDebugValueError: ``mode`` names no mode (a ValueError, as in smdebug: a mistake in the
+                call, reported where it is made rather than turned into a disabled hook).
+        """
+        try:
+            parsed = ModeKeys.parse(mode)
+        except ValueError as err:
+            raise SMDebugValueError(f"set_mode: {err}") from err
+        self._set_mode(parsed)
+
+    @guarded
+    def _set_mode(self, mode: ModeKeys) -> None:
+        self._steps.mode = mode
 
     @guarded
     def begin_step(self, global_step: int | None = None) -> None:

@@ -32,44 +32,17 @@ _state: dict[str, Any] = {"failed": None, "installed": False, "path": None, "pat
 _METHODS = ("fit", "evaluate", "predict")
 
 
-#: smdebug.tensorflow's hook types that TensorFlow 2.16+ no longer has (tf.compat.v1 sessions, tf.estimator).
-_TF1_HOOK_TYPES = ("session", "estimator")
-
-
-def get_hook(hook_type: str | None = None, json_config_path: str | None = None,
-             create_if_not_exists: bool = False) -> Any:
-    """The process's KerasHook (smdebug.tensorflow's ``get_hook``, same parameters): the existing one, or
-    (``create_if_not_exists``) a new one from the config. None without a config file, with ``USE_SMDEBUG``
-    off, or on a bad config.
-
-    ``hook_type`` is ``"keras"`` or None (KerasHook is the only hook there is).
-
-    Raises:
-        ValueError: ``hook_type`` is ``"session"`` or ``"estimator"`` (TensorFlow 1 APIs that TensorFlow
-            2.16+ removed), or unknown.
-    """
-    if hook_type is not None and hook_type != "keras":
-        why = ("TensorFlow 2.16+ has no tf.estimator and no tf.compat.v1 session hooks"
-               if hook_type in _TF1_HOOK_TYPES else "unknown hook type")
-        raise ValueError(f"get_hook(hook_type={hook_type!r}): {why}; sdk_ext.tensorflow has the KerasHook only: "
-                         "get_hook('keras') (a Keras callback, which also serves custom training loops)")
+def get_hook(json_config_path: str | None = None, create_if_not_exists: bool = False) -> Any:
+    """The process's KerasHook: the existing one, or (``create_if_not_exists``) a new one from the config.
+    None without a config file, with ``USE_SMDEBUG`` off, or on a bad config. (smdebug's
+    ``get_hook(hook_type, ...)`` is :func:`sdk_ext.tensorflow.get_hook`.)"""
     from sdk_ext.keras.hook import KerasHook
 
     return shared.get_hook(KerasHook, json_config_path, create_if_not_exists, _state)
 
 
-def set_hook(custom_hook: Any) -> None:
-    """Make ``custom_hook`` the process's hook (smdebug's ``set_hook``).
-
-    Raises:
-        TypeError: it is not an sdk_ext hook.
-    """
-    shared.set_hook(custom_hook)
-
-
-def del_hook() -> None:
-    """Forget the process's hook (smdebug's ``del_hook``); it is not closed (it still closes at exit)."""
-    registry.forget()
+set_hook = shared.set_hook
+del_hook = shared.del_hook
 
 
 def install(json_config_path: str | None = None) -> bool:

@@ -54,18 +54,8 @@ def get_hook(json_config_path: str | None = None, create_if_not_exists: bool = T
     return shared.get_hook(Hook, json_config_path, create_if_not_exists, _state)
 
 
-def set_hook(custom_hook: Any) -> None:
-    """Make ``custom_hook`` the process's hook (smdebug's ``set_hook``).
-
-    Raises:
-        TypeError: it is not an sdk_ext hook.
-    """
-    shared.set_hook(custom_hook)
-
-
-def del_hook() -> None:
-    """Forget the process's hook (smdebug's ``del_hook``); it is not closed (it still closes at exit)."""
-    registry.forget()
+set_hook = shared.set_hook  # smdebug.xgboost.set_hook
+del_hook = shared.del_hook  # smdebug.xgboost.del_hook
 
 
 def install(json_config_path: str | None = None) -> bool:

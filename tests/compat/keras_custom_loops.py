@@ -119,12 +119,11 @@ def get_hook_from_config(out: Path) -> dict[str, Any]:
             hook.close()
     finally:
         del os.environ["SMDEBUG_CONFIG_FILE_PATH"]
-    try:
-        smd.get_hook("session")
-        refused = ""
-    except ValueError as err:
-        refused = str(err)
-    return {"kind": kind, "same": same, "forgotten": forgotten, "session_refused": refused}
+    said = Warnings()
+    logging.getLogger("sdk_ext").addHandler(said)
+    session = smd.get_hook("session", create_if_not_exists=True)  # a TF1 hook: TF 2.16+ has no sessions
+    logging.getLogger("sdk_ext").removeHandler(said)
+    return {"kind": kind, "same": same, "forgotten": forgotten, "session": repr(session), "session_said": said.messages}
 
 
 IO = ["weights", "biases", "gradients", "losses", "metrics", "inputs", "outputs", "optimizer_variables"]

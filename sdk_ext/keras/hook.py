@@ -185,17 +185,17 @@ class KerasHook(keras.callbacks.Callback, BaseHook):  # type: ignore[misc]
 
     @guarded
     def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
-        self._batch_end(logs)
+        self._batch_end(batch, logs)
 
     @guarded
     def on_test_batch_end(self, batch: int, logs: Any = None) -> None:
-        self._batch_end(logs)
+        self._batch_end(batch, logs)
 
     @guarded
     def on_predict_batch_end(self, batch: int, logs: Any = None) -> None:
         if logs and self._in_step and self.policy.active and "outputs" in logs:
             self._save_many("predictions", logs["outputs"])
-        self._batch_end(None)
+        self._batch_end(batch, None)
 
     @guarded
     def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
@@ -336,14 +336,13 @@ class KerasHook(keras.callbacks.Callback, BaseHook):  # type: ignore[misc]
         if (self._io_armed or self.layers.armed) and self.backend == "tensorflow":
             self._eager.swap(self._attached, self._steps.current.mode)
 
-    def _batch_end(self, logs: Any) -> None:
+    def _batch_end(self, batch: int, logs: Any) -> None:
         if not self._in_step:
             return
         if self.policy.active:
-            if logs:
-                for key, value in logs.items():
-                    if not isinstance(value, (dict, list, tuple)):
-                        self._save_log(key, value)
+            for key, value in {**(logs or {}), "batch": batch}.items():  # smdebug's metrics add the batch index
+                if not isinstance(value, (dict, list, tuple)):
+                    self._save_log(key, value)
             self._refresh_weights()
             for name, var in self._weights:
                 plan = self.policy.plan(name)
@@ -528,7 +527,7 @@ class KerasHook(keras.callbacks.Callback, BaseHook):  # type: ignore[misc]
             return
         coll = self.collection_manager.get(CollectionKeys.OPTIMIZER_VARIABLES)
         for optimizer in optimizers:
-            for var in getattr(optimizer, "variables", None) or ():
+            for var in names.optimizer_state(optimizer):
                 name = names.optimizer_variable_name(var)
                 if not coll.has_tensor_name(name):
                     coll.add_tensor_name(name)

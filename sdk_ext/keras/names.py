@@ -80,6 +80,23 @@ def gradient_name(key: str) -> str:
     return f"{GRADIENTS_PREFIX}{key}Grad"
 
 
+def optimizer_state(optimizer: Any) -> list[Any]:
+    """The variables of ``optimizer`` that are its own state (``iteration``, ``learning_rate``, a loss scale),
+    without the slots it keeps per model variable (Adam's m and v: together as large as the model).
+
+    smdebug's ``optimizer_variables`` were the optimizer's scalars (tf.keras 2's iterations and
+    hyperparameters); a Keras 3 slot is named after the variable it shadows (``{variable path with _}_{slot}``).
+    """
+    shadowed = [v.path.replace("/", "_") + "_" for v in getattr(optimizer, "_trainable_variables", None) or ()
+                if isinstance(getattr(v, "path", None), str)]
+    own = []
+    for var in getattr(optimizer, "variables", None) or ():
+        name = str(getattr(var, "name", ""))
+        if not any(name.startswith(prefix) for prefix in shadowed):
+            own.append(var)
+    return own
+
+
 def optimizer_variable_name(variable: Any) -> str:
     path = getattr(variable, "path", None) or str(getattr(variable, "name", "variable")).split(":")[0]
     return f"{path}:0"
@@ -96,6 +113,7 @@ __all__ = [
     "LOSS_REGEX",
     "gradient_name",
     "is_rng_state",
+    "optimizer_state",
     "optimizer_variable_name",
     "tensor_names",
     "variable_key",

@@ -86,9 +86,12 @@ def fit_run(out: Path) -> dict[str, Any]:
     import sdk_ext.tensorflow as smd
 
     keras.backend.clear_session()
+    warnings = Warnings()
+    logging.getLogger("sdk_ext").addHandler(warnings)
     model = model_with_dropout(keras)
-    hook = smd.KerasHook(out_dir=str(out / "trial"), include_collections=["weights", "biases", "default"],
+    hook = smd.KerasHook(out_dir=str(out / "trial"), include_collections=["weights", "biases", "default", "custom_coll"],
                          save_config=smd.SaveConfig(save_interval=1))
+    hook.save_tensor("custom_tensor_1", np.arange(10), ["custom_coll"])  # smdebug's test_save_tensors
     model.compile(optimizer=keras.optimizers.Adam(), loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                   metrics=["accuracy"])
     x, y = data()
@@ -96,7 +99,8 @@ def fit_run(out: Path) -> dict[str, Any]:
     model.fit(x, y, batch_size=16, epochs=1, verbose=0, validation_data=data(16, seed=1), callbacks=[hook])
     hook.save_scalar("batch_size", 16, sm_metric=True)
     hook.close()
-    return {"failure": repr(hook.failure)}
+    logging.getLogger("sdk_ext").removeHandler(warnings)
+    return {"failure": repr(hook.failure), "warnings": warnings.messages}
 
 
 def get_hook_from_config(out: Path) -> dict[str, Any]:

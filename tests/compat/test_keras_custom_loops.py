@@ -125,6 +125,10 @@ def test_scalars_before_and_after_fit_make_no_training_step(loops: tuple[Path, d
     trial = create_trial(str(out / "fit" / "trial"))
     assert trial.steps(mode=ModeKeys.TRAIN) == [0, 1, 2, 3] and trial.steps(mode=ModeKeys.EVAL) == [0]
     assert trial.tensor("scalar/epoch").steps() == [0] and trial.mode_modestep(0) == (ModeKeys.TRAIN, 0)
+    # a save_tensor before fit goes with step 0 too, and its collection counts as filled (no warning)
+    assert trial.tensor("custom_tensor_1").steps() == [0]
+    assert trial.tensor_names(collection="custom_coll") == ["custom_tensor_1"]
+    assert result["fit"]["warnings"] == []
     last = trial.steps()[-1]
     assert trial.tensor("scalar/batch_size").steps() == [last]
     assert trial.mode_modestep(last)[0] == ModeKeys.GLOBAL

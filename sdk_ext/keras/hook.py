@@ -115,6 +115,7 @@ class KerasHook(keras.callbacks.Callback, BaseHook):  # type: ignore[misc]
         self._symbolic_io = False  # a registered model ran inside a tf.function: nothing to read
         #: wrap_tape said once that a tape inside a tf.function makes no steps.
         self.graph_tape_warned = False
+        self._optimizer_state: dict[int, tuple[int, list[Any]]] = {}  # id -> (variable count, own variables)
         #: Steps run eagerly in graph mode to capture layer tensors, by function (train/test/predict).
         self.eager_steps = self._eager.counts
         if self.backend == "jax":
@@ -527,7 +528,12 @@ class KerasHook(keras.callbacks.Callback, BaseHook):  # type: ignore[misc]
             return
         coll = self.collection_manager.get(CollectionKeys.OPTIMIZER_VARIABLES)
         for optimizer in optimizers:
-            for var in names.optimizer_state(optimizer):
+            count = len(getattr(optimizer, "variables", None) or ())
+            cached = self._optimizer_state.get(id(optimizer))
+            if cached is None or cached[0] != count:  # built (or rebuilt) since: find its own variables again
+                cached = (count, names.optimizer_state(optimizer))
+                self._optimizer_state[id(optimizer)] = cached
+            for var in cached[1]:
                 name = names.optimizer_variable_name(var)
                 if not coll.has_tensor_name(name):
                     coll.add_tensor_name(name)

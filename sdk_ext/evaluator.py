@@ -62,7 +62,8 @@ class ActionsInterrupted(BaseException):
 
 
 class UsageError(Exception):
-    pass
+    """Bad command-line arguments: main() prints it and exits 2. Never leaves this module, so it stays
+    outside the SdkExtError root (which is what a library caller catches)."""
 
 
 _guard: EvaluatorGuard | None = None  # set by main() once imported: forced exits of a stuck rule
@@ -262,6 +263,7 @@ def _open_trial(path: str, name: str, start: int, poll_interval: float, *, wait:
 def run(args: argparse.Namespace, params: dict[str, str], evaluator: Evaluator) -> int:
     from sdk_ext.exceptions import (
         ConfigError,
+        DamagedDataError,
         MissingCollectionFiles,
         NoMoreData,
         RuleEvaluationConditionMet,
@@ -307,6 +309,10 @@ def run(args: argparse.Namespace, params: dict[str, str], evaluator: Evaluator) 
                         poll_interval=args.poll_interval, time_limit=request.time_limit or 0)
         except InvocationTimeout as err:
             return evaluator.report("Error", f"RuleTimeout: {err}", err.step)
+        except DamagedDataError as err:  # never a pass: the rule could not read what it was asked to judge
+            at = f" at step {err.step}" if err.step is not None else ""
+            return evaluator.report("Error", f"DamagedData: the rule could not read the data it was to judge{at}: {err}",
+                                    err.step)
         except RuleEvaluationConditionMet as fired:
             code = evaluator.report("IssuesFound", f"RuleEvaluationConditionMet: {fired}\n", fired.step)
             if not args.no_actions and os.environ.get("SDK_EXT_RULE_ACTIONS", "1") != "0":
@@ -318,18 +324,25 @@ def run(args: argparse.Namespace, params: dict[str, str], evaluator: Evaluator) 
             return code
         except NoMoreData as end:
             how = "Training ended"
-            if getattr(base.storage, "ended_by_signal", False):
-                how += f" ({base.storage.describe()})"
+            from sdk_ext.rules.stop_signal import StopSignalStorage
+
+            stopper = base.storage if isinstance(base.storage, StopSignalStorage) else None
+            if stopper is not None and stopper.ended_by_signal:
+                how += f" ({stopper.describe()})"
             return evaluator.report("NoIssuesFound", no_issues_details(f"{how}; last saved step: {end.last_step}",
-                                                                       _coverage_note(rule)))
+                                                                       *_coverage_notes(rule)))
         return evaluator.report("NoIssuesFound", no_issues_details(f"Reached end_step {request.end_step}",
-                                                                   _coverage_note(rule)))
+                                                                   *_coverage_notes(rule)))
 
 
-def _coverage_note(rule: Any) -> str | None:
-    """Why the rule checked nothing, if it knows (built-in rules do; a custom rule cannot tell)."""
-    note = getattr(rule, "coverage_note", None)
-    return note() if callable(note) else None
+def _coverage_notes(rule: Any) -> tuple[str | None, str | None]:
+    """Why the rule checked nothing, or which of its checks did not, if it knows (built-in rules do; a
+    custom rule cannot tell)."""
+    notes = []
+    for method in ("coverage_note", "part_coverage_note"):
+        note = getattr(rule, method, None)
+        notes.append(note() if callable(note) else None)
+    return notes[0], notes[1]
 
 
 def _on_signal(evaluator: Evaluator) -> Any:

@@ -117,7 +117,28 @@ class MissingCollectionFiles(SdkExtError):
         )
 
 
-class IndexReaderException(SdkExtError):
+class DamagedDataError(SdkExtError):
+    """Data a trial needs is damaged or missing: a file cut short, emptied or deleted, a checksum that
+    does not match, an index that contradicts its event file.
+
+    Never a kind of "not available" (:class:`TensorUnavailableForStep`, :class:`StepUnavailable`):
+    code written for smdebug that skips a step on those must not skip damage, so a rule that could
+    not read a step it was asked to judge ends in Error instead of passing.
+
+    Attributes:
+        key: the damaged file (a key under the trial root, or a path), if known.
+        offset: the byte offset in it where the damage was found, if known.
+        tensor: the tensor whose value could not be read, if known.
+        step: the global step being read (or judged by a rule), if known.
+    """
+
+    def __init__(self, message: str, *, key: str | None = None, offset: int | None = None,
+                 tensor: str | None = None, step: int | None = None) -> None:
+        self.key, self.offset, self.tensor, self.step = key, offset, tensor, step
+        super().__init__(message)
+
+
+class IndexReaderException(DamagedDataError):
     """An index file is corrupt, invalid, or its name cannot be parsed."""
 
 
@@ -151,16 +172,46 @@ class SMDebugNotImplementedError(SdkExtError, NotImplementedError):
 # --- sdk_ext's own ---------------------------------------------------------------------------------
 
 
-class CorruptRecordError(SdkExtError):
-    """A record in an event file fails its checks (CRC, footer, length, payload)."""
+class CorruptRecordError(DamagedDataError):
+    """A record in an event file fails its checks (CRC, checksum, footer, length, payload)."""
 
-    def __init__(self, name: str, offset: int, reason: str) -> None:
-        self.name, self.offset, self.reason = name, offset, reason
-        super().__init__(f"{name}: corrupt record at byte offset {offset}: {reason}")
+    def __init__(self, name: str, offset: int, reason: str, *, tensor: str | None = None) -> None:
+        self.name, self.reason = name, reason
+        what = f" (tensor {tensor!r})" if tensor is not None else ""
+        super().__init__(f"{name}: corrupt record at byte offset {offset}{what}: {reason}", key=name, offset=offset,
+                         tensor=tensor)
+
+
+class MissingEventFileError(DamagedDataError):
+    """An index file names an event file that is missing or shorter than the index says, and it will
+    not come: its writer commits the event file before the index (sdk_ext), training has ended, or the
+    worker has written later steps since."""
+
+    def __init__(self, key: str, reason: str, *, tensor: str | None = None, step: int | None = None) -> None:
+        self.reason = reason
+        at = f" at step {step}" if step is not None else ""
+        what = f" (value of {tensor!r}{at})" if tensor is not None else ""
+        super().__init__(f"{key}: event file damaged{what}: {reason}", key=key, tensor=tensor, step=step)
+
+
+class CorruptProfilerRecordError(SdkExtError, ValueError):
+    """A line of a profiler-output file (system metrics JSON line, trace event) that is not a record.
+
+    Only raised for a line before the file's last: a torn last line is what a writer still appending
+    (or killed mid-line) leaves, and is skipped. A ValueError, as smdebug's reader raised.
+    """
+
+    def __init__(self, name: str, line: int, reason: str) -> None:
+        self.name, self.line, self.reason = name, line, reason
+        super().__init__(f"{name}: line {line} is not a profiler record: {reason}")
 
 
 class UnsupportedDtypeError(SdkExtError, TypeError):
     """A value cannot be stored in (or decoded from) the format."""
+
+
+class EmptyTensorError(SdkExtError, ValueError):
+    """A reduction of a tensor with no elements was asked for: there is nothing to reduce."""
 
 
 class ConfigError(SMDebugValueError):
@@ -201,12 +252,16 @@ class StorageAccessDenied(StorageError):
 
 __all__ = [
     "ConfigError",
+    "CorruptProfilerRecordError",
     "CorruptRecordError",
+    "DamagedDataError",
+    "EmptyTensorError",
     "IndexReaderException",
     "InsufficientInformationForRuleInvocation",
     "InvalidCollectionConfiguration",
     "InvalidWorker",
     "MissingCollectionFiles",
+    "MissingEventFileError",
     "NoMoreData",
     "RuleEvaluationConditionMet",
     "SMDebugCustomerError",

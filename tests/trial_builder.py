@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from sdk_ext.format.checksums import crc32c, extend_parts
 from sdk_ext.format.collection_file import CollectionsFile, CollectionSpec, ReductionSpec, encode_collections
 from sdk_ext.format.events import encode_tensor_record_parts
 from sdk_ext.format.index import IndexFile, ShapeEntry, TensorEntry, encode_index
@@ -36,9 +37,13 @@ class WrittenStep:
 
 
 class TrialBuilder:
-    def __init__(self, storage: Storage, *, wall_time: float = 1_700_000_000.25) -> None:
+    """``checksums=True``: index files carry sdk_ext's checksums, as TrialWriter writes them by default
+    (False: exactly smdebug's bytes)."""
+
+    def __init__(self, storage: Storage, *, wall_time: float = 1_700_000_000.25, checksums: bool = False) -> None:
         self.storage = storage
         self.wall_time = wall_time
+        self.checksums = checksums
 
     def collections(
         self,
@@ -69,6 +74,7 @@ class TrialBuilder:
             records[reduction_tensor_name(name, op, abs=is_abs)] = value
         parts: list[bytes | memoryview] = []
         entries = []
+        crcs: list[int] = []
         offset = 0
         for name, value in records.items():
             array = value if isinstance(value, np.ndarray) else np.array([value])
@@ -76,12 +82,15 @@ class TrialBuilder:
                 name, array, step=step, wall_time=self.wall_time, mode=mode, mode_step=mode_step
             )
             parts += record
+            crcs.append(extend_parts(0, record))
             entries.append(TensorEntry(name, offset, length))
             offset += length
         ekey = event_key(step, worker)
         shape_entries = tuple(ShapeEntry(n, n, tuple(s)) for n, s in shapes.items())
         index = IndexFile(mode, mode_step, ekey if entries else None, tuple(entries), shape_entries)
-        return WrittenStep(ekey, b"".join(bytes(p) for p in parts), index_key(step, worker), encode_index(index))
+        event = b"".join(bytes(p) for p in parts)
+        checks = ((crc32c(event), crcs) if entries else (None, [])) if self.checksums else None
+        return WrittenStep(ekey, event, index_key(step, worker), encode_index(index, checks=checks))
 
     def step(self, step: int, worker: str = "worker_0", *, write_event: bool = True, **kw: Any) -> WrittenStep:
         """Write one step: the event file first, then its index (as a hook commits them)."""

@@ -19,6 +19,7 @@ One line of JSON (``json.dumps`` defaults). Example (abridged)::
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -161,6 +162,11 @@ def _parse_collection(name: str, doc: object, key: str) -> CollectionSpec:
     names = doc.get("tensor_names") or []
     if not isinstance(regex, list) or not all(isinstance(r, str) for r in regex):
         raise _fail(key, f"include_regex of {name!r} is not a list of strings")
+    for pattern in regex:  # a writer stores patterns that compile: one that does not is damage
+        try:
+            re.compile(pattern)
+        except (re.error, RecursionError, OverflowError) as err:
+            raise _fail(key, f"include_regex {pattern!r} of collection {name!r} is not a regular expression ({err})") from err
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
         raise _fail(key, f"tensor_names of {name!r} is not a list of strings")
     return CollectionSpec(

@@ -11,6 +11,9 @@ One JSON document, ``json.dumps`` default separators, no trailing newline. Examp
 ``start_idx``/``length`` cover the whole record (header + payload + footer). The global step and the
 worker come from the file *name*; ``meta`` gives mode and mode step. A step that recorded only
 shapes has a two-key meta (no ``event_file_name``) and no event file.
+
+sdk_ext adds one key at the end of ``meta``, ``sdk_ext_crc32c``: the checksums of the event file,
+of each record and of the document (:mod:`sdk_ext.format.checksums`). smdebug's reader ignores it.
 """
 
 from __future__ import annotations
@@ -20,7 +23,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sdk_ext.exceptions import IndexReaderException
+from sdk_ext.format import checksums
+from sdk_ext.format.checksums import IndexChecks
 from sdk_ext.modes import ModeKeys
+
+#: the top-level keys of an index document (any other is damage, e.g. a flipped bit in ``tensor_payload``)
+TOP_LEVEL = frozenset(("meta", "tensor_payload", "shape_payload"))
+#: the keys of ``meta`` (any other is damage, e.g. a flipped bit in the checksum key's name)
+META_KEYS = frozenset(("mode", "mode_step", "event_file_name", checksums.KEY))
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,18 +56,26 @@ class IndexFile:
     event_file: str | None  # relative to the trial root; None when only shapes were recorded
     tensors: tuple[TensorEntry, ...] = ()
     shapes: tuple[ShapeEntry, ...] = field(default=())
+    checks: IndexChecks | None = None  # sdk_ext's checksums, verified (None: the document has none)
 
 
-def encode_index(index: IndexFile) -> bytes:
-    """The index document, byte for byte as smdebug writes it."""
-    head, tail = encode_index_parts(index)
+def encode_index(index: IndexFile, *, checks: tuple[int | None, list[int]] | None = None) -> bytes:
+    """The index document, byte for byte as smdebug writes it (plus sdk_ext's checksums if ``checks``
+    is given: see :func:`encode_index_parts`)."""
+    head, tail = encode_index_parts(index, checks=checks)
     return head + tail
 
 
-def encode_index_parts(index: IndexFile) -> tuple[bytes, bytes]:
+def encode_index_parts(
+    index: IndexFile, *, checks: tuple[int | None, list[int]] | None = None
+) -> tuple[bytes, bytes]:
     """The index document as ``(head, tail)``: the head is everything up to and including the ``meta``
     object and the separator after it (``{"meta": {...}, ``), the tail the rest, which repeats from step
-    to step when the same tensors are saved (:mod:`sdk_ext.format.consolidated` stores it once)."""
+    to step when the same tensors are saved (:mod:`sdk_ext.format.consolidated` stores it once).
+
+    ``checks``: ``(CRC-32C of the event file or None, CRC-32C of each record in tensor order)``; the
+    document then carries them and its own in ``meta`` (:mod:`sdk_ext.format.checksums`).
+    """
     meta: dict[str, Any] = {"mode": index.mode.name, "mode_step": index.mode_step}
     if index.event_file is not None:
         meta["event_file_name"] = index.event_file
@@ -68,12 +86,18 @@ def encode_index_parts(index: IndexFile) -> tuple[bytes, bytes]:
         ],
     }
     # json.dumps of {"meta": meta, **rest}, each part dumped once: '{"meta": ' meta ', ' then rest without its '{'
-    head = b'{"meta": ' + json.dumps(meta).encode("utf-8") + b", "
-    return head, json.dumps(rest).encode("utf-8")[1:]
+    tail = json.dumps(rest).encode("utf-8")[1:]
+    if checks is None:
+        return b'{"meta": ' + json.dumps(meta).encode("utf-8") + b", ", tail
+    file_crc, record_crcs = checks
+    if (file_crc is None) != (not record_crcs) or len(record_crcs) != (len(index.tensors) if file_crc is not None else 0):
+        raise ValueError(f"checks give {len(record_crcs)} record CRCs for {len(index.tensors)} records")
+    before = b'{"meta": ' + json.dumps(meta).encode("utf-8")[:-1] + checksums.checksum_field(file_crc, record_crcs)
+    return checksums.seal(before, tail), tail
 
 
 def _fail(key: str, what: str) -> IndexReaderException:
-    return IndexReaderException(f"{key}: {what}; the index file is corrupt (delete it or re-run the writer)")
+    return IndexReaderException(f"{key}: {what}; the index file is corrupt (delete it or re-run the writer)", key=key)
 
 
 def _int(value: object, key: str, what: str) -> int:
@@ -86,9 +110,12 @@ def parse_index(data: bytes, *, key: str = "<index>") -> IndexFile:
     """Parse and validate an index document.
 
     Raises:
-        IndexReaderException: unparsable JSON, no ``meta``, no payload lists, or malformed entries;
-            the message names ``key``.
+        IndexReaderException: a checksum that does not match, unparsable JSON, no ``meta``, no payload
+            lists, a top-level key smdebug's writer never writes, or malformed entries; the message
+            names ``key``.
     """
+    span = checksums.locate(data)
+    checks = None if span is None else checksums.verify(data, span, key=key)
     try:
         doc = json.loads(data)
     except (ValueError, UnicodeDecodeError) as err:
@@ -100,8 +127,14 @@ def parse_index(data: bytes, *, key: str = "<index>") -> IndexFile:
     meta = doc.get("meta")
     if not isinstance(meta, dict) or not meta:
         raise _fail(key, "meta section is not present")
+    if not meta.keys() <= META_KEYS:
+        raise _fail(key, f"unexpected keys in meta {sorted(meta.keys() - META_KEYS)} (a writer makes only "
+                    f"{', '.join(sorted(META_KEYS))})")
     if "tensor_payload" not in doc and "shape_payload" not in doc:
         raise _fail(key, "neither tensor_payload nor shape_payload is present")
+    if not doc.keys() <= TOP_LEVEL:
+        raise _fail(key, f"unexpected top-level keys {sorted(doc.keys() - TOP_LEVEL)} (a writer makes only "
+                    "meta, tensor_payload and shape_payload)")
     try:
         mode = ModeKeys[str(meta.get("mode", "")).strip()]
     except KeyError as err:
@@ -137,7 +170,9 @@ def parse_index(data: bytes, *, key: str = "<index>") -> IndexFile:
                 tuple(_int(d, key, "shape dimension") for d in shape),
             )
         )
-    return IndexFile(mode, mode_step, event_file, tuple(tensors), tuple(shapes))
+    if checks is not None and checks.file is not None and checks.count != len(tensors):
+        raise _fail(key, f"its checksums cover {checks.count} records but tensor_payload lists {len(tensors)}")
+    return IndexFile(mode, mode_step, event_file, tuple(tensors), tuple(shapes), checks)
 
 
-__all__ = ["IndexFile", "ShapeEntry", "TensorEntry", "encode_index", "encode_index_parts", "parse_index"]
+__all__ = ["META_KEYS", "TOP_LEVEL", "IndexFile", "ShapeEntry", "TensorEntry", "encode_index", "encode_index_parts", "parse_index"]

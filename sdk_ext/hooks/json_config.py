@@ -214,13 +214,22 @@ def hook_kwargs_from_config(
         coll = _collect(problems, _collection, name, params, builtin, save_config)
         if coll is not None:
             collections[name] = coll
+    out_dir = config.get("LocalPath") or DEFAULT_OUT_DIR
+    for what, path in (("LocalPath", out_dir), ("tensorboard_dir", kwargs.get("tensorboard_dir"))):
+        if path is None:
+            continue
+        if not isinstance(path, str):
+            problems.append(f"{what} must be a path string, got {path!r}")
+        elif "\x00" in path:  # no file system takes it: the first write would fail, mid-training
+            problems.append(f"{what} {path!r} holds a NUL character (\\x00), which no path can; fix the path "
+                            "in the job's DebugHookConfig (or TensorBoardOutputConfig)")
     if problems:
         raise ConfigError(problems, where="debug hook config")
     if ignored:
         logger.warning("debug hook config: ignoring keys that neither sdk_ext nor smdebug reads: %s", "; ".join(ignored))
     kwargs["include_collections"] = list(collections)
     kwargs["collections"] = list(collections.values())
-    kwargs["out_dir"] = config.get("LocalPath") or DEFAULT_OUT_DIR
+    kwargs["out_dir"] = out_dir
     return kwargs
 
 

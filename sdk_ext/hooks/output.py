@@ -20,14 +20,14 @@ from typing import Any
 
 import numpy as np
 
-from sdk_ext.exceptions import UnsupportedDtypeError
+from sdk_ext.exceptions import StorageError, UnsupportedDtypeError
 from sdk_ext.format.collection_file import CollectionsFile
 from sdk_ext.format.paths import reduction_tensor_name
+from sdk_ext.format.reductions import reduce
 from sdk_ext.hooks.policy import TensorPlan
-from sdk_ext.hooks.reductions import reduce_numpy
 from sdk_ext.hooks.writer import TrialWriter
 from sdk_ext.modes import ModeKeys
-from sdk_ext.storage import InMemoryStorage, LocalStorage, Storage
+from sdk_ext.storage import Storage, Writes
 from sdk_ext.storage.spool import SpoolConfig, UploadSpool
 
 logger = logging.getLogger(__name__)
@@ -57,15 +57,18 @@ class TrialOutput:
         tensorboard_dir: str | None = None,
         spool: SpoolConfig | None = None,
     ) -> None:
-        # local disk: a step is complete before the next opens; remote: steps wait in a local spool
+        # direct (local disk, memory): a step is complete before the next opens; spooled (remote): steps
+        # wait in a local upload spool
         self.spool: UploadSpool | None = None
-        if isinstance(storage, (LocalStorage, InMemoryStorage)):
+        if storage.capabilities().writes is Writes.DIRECT:
             self.writer = TrialWriter(storage, worker=worker, clock=clock, lag=0)
         else:
             self.spool = UploadSpool(storage, config=spool or SpoolConfig.from_env(), name=worker)
             self.writer = TrialWriter(storage, worker=worker, clock=clock, background=False, spool=self.spool)
         self._collections = collections
         self._collections_written = False
+        self._collections_failed = False  # the last write of the collections file failed (warned once)
+        self._vanished = False  # files of the trial vanished while training (warned once)
         self._tb: Any = None
         if tensorboard_dir is not None:
             from sdk_ext.hooks.tensorboard import TensorBoardWriter
@@ -84,17 +87,51 @@ class TrialOutput:
         self.writer.open_step(step, mode, mode_step)
 
     def close_step(self, *, collections_changed: bool) -> None:
-        """Finish the step; (re)write the collections file if it is missing or stale."""
+        """Finish the step; (re)write the collections file if it is missing, stale, or vanished."""
         if not self.writer.step_open:
             return
         wrote = self.writer.close_step()
+        lost = self.writer.vanished_steps
+        if lost or (wrote and self._collections_written and self.writer.collections_missing()):
+            self._trial_vanished(lost)
         if wrote and (collections_changed or not self._collections_written):
             self.write_collections()
         if self._tb is not None:
             self._tb.flush()
 
+    def _trial_vanished(self, lost: list[int]) -> None:
+        """Files of the trial vanished while training (its directory deleted): say once what was lost,
+        and have the collections file written again, so that the steps saved from now on can be read."""
+        if not self._vanished:
+            what = (f"the files of step(s) {', '.join(map(str, lost))} vanished before they were complete"
+                    if lost else "its collections file is gone")
+            logger.warning(
+                "sdk_ext: the trial %s lost files while training (was its directory deleted?): %s, and the steps "
+                "saved before are probably lost with it. Its collections file is written again, so the steps saved "
+                "from now on can be read.", self.writer.storage.uri, what,
+            )
+        self._vanished = True
+        self.writer.vanished_steps = []
+        self._collections_written = False
+
     def write_collections(self) -> None:
-        self.writer.write_collections(self._collections())
+        """Write the collections file. A failure (a full disk) is logged, once, naming the file, never
+        raised: the file is tried again at every saved step and at close, since a reader cannot open
+        the trial without it."""
+        try:
+            self.writer.write_collections(self._collections())
+        except (StorageError, OSError) as err:
+            self._collections_written = False
+            if not self._collections_failed:
+                logger.warning(
+                    "sdk_ext: could not write the collections file of %s (%s); a reader cannot open the trial "
+                    "without it: it is tried again at every saved step and at close", self.writer.storage.uri, err,
+                )
+            self._collections_failed = True
+            return
+        if self._collections_failed:
+            logger.warning("sdk_ext: the collections file of %s is written now", self.writer.storage.uri)
+            self._collections_failed = False
         self._collections_written = True
 
     def warn_once(self, name: str, kind: str, msg: str, *args: object) -> None:
@@ -117,6 +154,12 @@ class TrialOutput:
         writer = self.writer
         if not writer.step_open:
             return
+        try:
+            name.encode("utf-8")  # every record holds its name as UTF-8 (a lone surrogate has none)
+        except UnicodeEncodeError as err:
+            self.warn_once(name, "name", "tensor %a not saved: its name cannot be written as UTF-8 (%s); the other "
+                           "tensors are saved", name, err)
+            return
         shape = tuple(array.shape) if array is not None else shape
         if shape is None or math.prod(shape) == 0:
             self.warn_once(name, "empty", "tensor %r is empty; empty tensors are not saved", name)
@@ -128,7 +171,7 @@ class TrialOutput:
                 value = reductions.get((op, is_abs))
                 if value is None and array is not None:
                     try:
-                        value = reduce_numpy(array, op, abs=is_abs)
+                        value = reduce(array, op, abs=is_abs)
                     except (TypeError, ValueError) as err:
                         self.warn_once(name, op, "reduction %s of %r skipped: %s", op, name, err)
                         continue
@@ -149,13 +192,18 @@ class TrialOutput:
         self.writer.flush()
 
     def close(self, *, end_marker: bool) -> None:
-        """Close the open step, write the collections file if never written, the consolidated index, the
-        end marker if asked."""
+        """Close the open step, write the collections file if never written (even after a failure: the
+        steps written before it stay readable), the consolidated index, the end marker if asked."""
         try:
-            if self.writer.step_open:
-                self.writer.close_step()
-            if not self._collections_written:
-                self.write_collections()
+            try:
+                if self.writer.step_open:
+                    self.close_step(collections_changed=False)
+            finally:
+                if not self._collections_written or self.writer.collections_missing():
+                    self.write_collections()
+                if not self._collections_written:  # a full disk: the optional consolidated index gives way
+                    self.writer.drop_consolidated("the disk has no room for the collections file")
+                    self.write_collections()
             self.writer.finish_index()  # after every step, before the marker
             if end_marker:
                 self.writer.write_end_marker()

@@ -46,6 +46,24 @@ def guarded(method: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+class StepNumber(int):
+    """A hook's current global step (an int: compare it, store it, use it as a dict key, as code written
+    for smdebug's ``hook.step`` does) that is also callable as the step context (``with hook.step():``)."""
+
+    _hook: HookSteps
+
+    def __new__(cls, value: int, hook: HookSteps) -> StepNumber:
+        number = super().__new__(cls, value)
+        number._hook = hook
+        return number
+
+    def __call__(self, global_step: int | None = None) -> contextlib.AbstractContextManager[int]:
+        return self._hook._step_context(global_step)
+
+    def __reduce__(self) -> tuple[Any, tuple[int]]:
+        return int, (int(self),)  # copies and pickles are plain ints
+
+
 class HookSteps:
     """Step and mode bookkeeping of a hook; :class:`~sdk_ext.hooks.Hook` sets the fields below."""
 
@@ -129,9 +147,17 @@ class HookSteps:
         """Finish the open step: its files are complete once this returns (or soon after, see flush)."""
         self._end_step()
 
+    @property
+    def step(self) -> StepNumber:
+        """The current global step, an int as smdebug's ``hook.step`` is (-1 before the first step).
+
+        Calling it is the step context: ``with hook.step(): ...`` = begin_step() ... end_step(), and
+        ``hook.step(global_step)`` jumps ahead as :meth:`begin_step` does.
+        """
+        return StepNumber(self._steps.current.global_step, self)
+
     @contextlib.contextmanager
-    def step(self, global_step: int | None = None) -> Iterator[int]:
-        """``with hook.step(): ...`` = begin_step() ... end_step(); yields the global step."""
+    def _step_context(self, global_step: int | None = None) -> Iterator[int]:
         self.begin_step(global_step)
         try:
             yield self._steps.current.global_step
@@ -195,4 +221,4 @@ class HookSteps:
                 self._out.abort_step()
 
 
-__all__ = ["HookSteps", "guarded"]
+__all__ = ["HookSteps", "StepNumber", "guarded"]

@@ -11,7 +11,11 @@ of a finished trial on S3 fetch it instead of one object per step) and ``trainin
 
 Invariants: a file appears under its final name only when it is complete (Storage commit:
 ``.tmp`` + rename locally, one PUT on S3), and an index file only after its event file, so a
-reader never meets an index pointing into a missing or half-written event file. Records are
+reader never meets an index pointing into a missing or half-written event file: an index file
+whose event file is missing or shorter than it says is damage, not a step still being written.
+Each index file carries the CRC-32C of its event file, of each record and of itself
+(:mod:`sdk_ext.format.checksums`; ``checksums=False`` writes exactly smdebug's bytes), so a reader
+names every damaged value instead of returning it. Records are
 written while the step runs (a tensor's bytes go straight from the array to the file, never
 copied into a Python buffer first), so the caller may change the array as soon as
 :meth:`TrialWriter.write_tensor` returns.
@@ -44,7 +48,8 @@ from typing import Any
 
 import numpy as np
 
-from sdk_ext.exceptions import StorageError
+from sdk_ext.exceptions import StorageError, StorageNotFound
+from sdk_ext.format.checksums import crc32c, extend_parts
 from sdk_ext.format.collection_file import CollectionsFile, encode_collections
 from sdk_ext.format.consolidated import ConsolidatedEncoder, consolidated_key
 from sdk_ext.format.events import encode_tensor_record_parts
@@ -52,7 +57,6 @@ from sdk_ext.format.index import IndexFile, ShapeEntry, TensorEntry, encode_inde
 from sdk_ext.format.paths import DEFAULT_WORKER, END_OF_JOB, collections_key, event_key, index_key
 from sdk_ext.modes import ModeKeys
 from sdk_ext.storage.base import ObjectWriter, Storage
-from sdk_ext.storage.local import LocalStorage
 from sdk_ext.storage.spool import UploadSpool
 
 logger = logging.getLogger(__name__)
@@ -149,10 +153,13 @@ class _Prepared:
 class _OpenStep:
     """The step being written."""
 
-    __slots__ = ("event_file", "index", "mode", "mode_step", "offset", "shapes", "step", "tensors", "writer")
+    __slots__ = ("crcs", "event_file", "file_crc", "index", "mode", "mode_step", "offset", "shapes", "step", "tensors",
+                 "writer")
 
     def __init__(self, step: int, mode: ModeKeys, mode_step: int) -> None:
         self.step, self.mode, self.mode_step = step, mode, mode_step
+        self.crcs: list[int] = []  # CRC-32C of each record, in order
+        self.file_crc = 0  # CRC-32C of the event file so far
         self.writer: ObjectWriter | None = None
         self.index: _Prepared | None = None
         self.offset = 0
@@ -173,6 +180,9 @@ class TrialWriter:
             step is complete before the next one starts (see the module doc).
         spool: write through this upload spool to ``storage`` (remote storage; ``background`` is
             then not needed: committing to the spool is a local rename).
+        consolidate: also write the consolidated index at close.
+        checksums: give each index file the CRC-32C of its event file, records and itself (False:
+            exactly smdebug's bytes).
     """
 
     def __init__(
@@ -185,8 +195,10 @@ class TrialWriter:
         lag: int = 0,
         spool: UploadSpool | None = None,
         consolidate: bool = True,
+        checksums: bool = True,
     ) -> None:
         self.storage = storage
+        self.checksums = checksums
         self.spool = spool
         self.worker = worker
         self._summary: tuple[ConsolidatedEncoder, ObjectWriter] | None = None
@@ -194,12 +206,15 @@ class TrialWriter:
         self.clock = clock
         self.lag = lag
         self._committer = _Committer(max_pending=lag + 4) if background else None
-        # files are created ahead only in a local trial root, written directly
-        self._local = storage if background and spool is None and isinstance(storage, LocalStorage) else None
+        # files are created ahead only in a trial root of local files, written directly
+        self._local = storage.capabilities().local_paths if background and spool is None else None
         self._prepare = self._local is not None
         self.dropped_steps = 0  #: steps the full spool refused
+        #: steps whose files vanished before they were committed (the trial directory was deleted)
+        self.vanished_steps: list[int] = []
         self._next: tuple[_Prepared | None, _Prepared | None] | None = None  # (event, index) of the step expected next
         self._last_saved = -2
+        self._collections_at: str | None = None  # the collections file written (local), to see it vanish
         self._step: _OpenStep | None = None
         self.bytes_written = 0
 
@@ -299,10 +314,17 @@ class TrialWriter:
             st.writer = (self.spool or self.storage).open_write(st.event_file)
         writer = st.writer
         if length < 4096:
-            writer.write(b"".join(parts))
+            record = b"".join(parts)
+            writer.write(record)
+            if self.checksums:
+                st.crcs.append(crc32c(record))
+                st.file_crc = crc32c(record, st.file_crc)
         else:
             for part in parts:
                 writer.write(part)
+            if self.checksums:
+                st.crcs.append(extend_parts(0, parts))
+                st.file_crc = extend_parts(st.file_crc, parts)
         st.tensors.append(TensorEntry(name, st.offset, length))
         st.offset += length
         self.bytes_written += length
@@ -323,7 +345,8 @@ class TrialWriter:
             self._discard(st.index)
             return False
         head, tail = encode_index_parts(
-            IndexFile(st.mode, st.mode_step, st.event_file if st.tensors else None, tuple(st.tensors), tuple(st.shapes))
+            IndexFile(st.mode, st.mode_step, st.event_file if st.tensors else None, tuple(st.tensors), tuple(st.shapes)),
+            checks=((st.file_crc, st.crcs) if st.tensors else (None, [])) if self.checksums else None,
         )
         data = head + tail
         event_writer = st.writer if st.tensors else None
@@ -343,12 +366,27 @@ class TrialWriter:
 
         def commit() -> None:
             if event_writer is not None:
-                event_writer.commit()
+                try:
+                    event_writer.commit()
+                except StorageNotFound:  # its directory was deleted with the file in it: the step is lost
+                    logger.debug("the event file of step %d vanished before its commit", st.step, exc_info=True)
+                    self.vanished_steps.append(st.step)
+                    return  # no index for an event file that is not there
+                except OSError:  # a full disk: free what this step took, so the collections file may still fit
+                    with contextlib.suppress(OSError):
+                        event_writer.abort()
+                        if index is not None and index.usable():
+                            index.writer.abort()
+                    raise
+            key = index_key(st.step, self.worker)
             if index is not None and index.usable():
-                index.writer.write(data)
-                index.writer.commit()
+                try:
+                    index.writer.write(data)
+                    index.writer.commit()
+                except StorageNotFound:  # made ahead in a directory deleted since: write it anew
+                    self.storage.write(key, data)
             else:
-                self.storage.write(index_key(st.step, self.worker), data)
+                self.storage.write(key, data)
             self._summarize(st.step, head, tail)
 
         self._run(commit, inline=self.lag == 0)
@@ -380,6 +418,14 @@ class TrialWriter:
         if summary is not None:
             with contextlib.suppress(Exception):
                 summary[1].abort()
+
+    def drop_consolidated(self, why: str) -> None:
+        """Give up the consolidated index (its file so far is removed; readers read the index files)."""
+        if not self._summary_done:
+            if self._committer is not None and self.spool is None:
+                with contextlib.suppress(StorageError):
+                    self._committer.join()
+            self._drop_summary(why)
 
     def finish_index(self) -> None:
         """Commit the consolidated index of every step committed so far (after them; called at close,
@@ -419,13 +465,26 @@ class TrialWriter:
             logger.debug("could not remove the temporary files of step %d", st.step, exc_info=True)
 
     def write_collections(self, collections: CollectionsFile) -> None:
-        """(Re)write this worker's collections file, atomically."""
+        """(Re)write this worker's collections file, atomically, before returning (a reader cannot open
+        the trial without it, so a failure, e.g. a full disk, is the caller's to see, not a background
+        thread's). Through a spool: queued like a step.
+
+        Raises:
+            StorageError: it could not be written (a local disk).
+        """
         data = encode_collections(collections)
         key = collections_key(self.worker)
         if self.spool is not None:
             self.spool.write(key, data)
             return
-        self._run(lambda: self.storage.write(key, data), inline=False)
+        self.storage.write(key, data)
+        self._collections_at = key
+
+    def collections_missing(self) -> bool:
+        """Whether the collections file this writer wrote is gone (its trial directory was deleted or
+        emptied while training); False through a spool (remote storage), where that is not checked."""
+        key = self._collections_at
+        return key is not None and self.spool is None and not self.storage.exists(key)
 
     def write_end_marker(self) -> None:
         """Write the empty ``training_job_end.ts`` after everything queued so far (the consolidated

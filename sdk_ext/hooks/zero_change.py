@@ -1,8 +1,10 @@
 """What every framework's zero-change path shares: the ``USE_SMDEBUG`` switch, smdebug's ``get_hook``
 over the process's hook, log output for scripts that configured none, and the ``python -m ... run`` entry.
 
-Each framework (sdk_ext.pytorch / .xgboost / .keras ``zero_change``) keeps its own state and its own way of
-arming the hook; these functions take what differs (the hook class, that state) as arguments.
+Each framework (sdk_ext.pytorch / .xgboost / .keras ``zero_change``) keeps its own state (a dict with at least
+``failed``, ``installed``, ``path``, ``finder``) and its own way of arming the hook; these functions take what
+differs (the hook class, that state, the arming and disarming) as arguments. :func:`install` and :func:`uninstall`
+hold one lock, so concurrent calls arm and disarm a framework once.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import logging
 import os
 import runpy
 import sys
+import threading
 from collections.abc import Callable, MutableMapping, Sequence
 from typing import Any, TypeVar
 
@@ -22,6 +25,56 @@ from sdk_ext.hooks import json_config, registry
 logger = logging.getLogger(__name__)
 
 H = TypeVar("H")
+
+_lock = threading.Lock()  # guards every framework's state while it is armed or disarmed
+
+
+def install(state: MutableMapping[str, Any], json_config_path: str | None, arm: Callable[[str], None], *,
+            what: str, when: str) -> bool:
+    """Arm a framework's zero-change hook once: True if a config was found (also when already armed).
+
+    ``arm(path)`` does the framework's part (a global module pre-hook, a patch of ``train`` or ``fit``...);
+    nothing is armed without a config file or with ``USE_SMDEBUG`` off. ``what``/``when`` go into the log
+    line ("the XGBoost debugger hook will be created from PATH at the first training").
+    """
+    with _lock:
+        if state["installed"]:
+            return True
+        path = json_config.config_path(json_config_path)
+        if not enabled() or not os.path.isfile(path):
+            return False
+        state.update(installed=True, path=path)
+        ensure_log_output()
+        arm(path)
+    logger.info("sdk_ext: the %s hook will be created from %s %s", what, path, when)
+    return True
+
+
+def arm_on_import(state: MutableMapping[str, Any], name: str, patch: Callable[[Any], None], what: str) -> None:
+    """``patch(module)`` now if ``import <name>`` has run, else right after it runs (:class:`PatchOnImport`,
+    kept in ``state["finder"]``)."""
+    if name in sys.modules:
+        patch(sys.modules[name])
+    else:
+        finder = PatchOnImport(name, patch, what)
+        state["finder"] = finder
+        finder.install()
+
+
+def uninstall(state: MutableMapping[str, Any], disarm: Callable[[], None], **reset: Any) -> None:
+    """Undo :func:`install`: remove a pending import finder, ``disarm()`` the framework's part, close the
+    process's hook (it is forgotten), and reset ``state`` (``failed``, ``installed``, ``path``, ``finder``
+    plus the framework's own ``reset`` values)."""
+    with _lock:
+        finder = state.get("finder")
+        if finder is not None:
+            finder.remove()
+        disarm()
+        hook = registry.current()
+        if hook is not None:
+            hook.close()
+        registry.forget()
+        state.update(failed=None, installed=False, path=None, finder=None, **reset)
 
 
 def enabled() -> bool:
@@ -142,4 +195,5 @@ def run_script(module: str, install: Callable[[], object], argv: list[str] | Non
     runpy.run_path(args[0], run_name="__main__")
 
 
-__all__ = ["PatchOnImport", "del_hook", "enabled", "ensure_log_output", "get_hook", "run_script", "set_hook"]
+__all__ = ["PatchOnImport", "arm_on_import", "del_hook", "enabled", "ensure_log_output", "get_hook", "install",
+           "run_script", "set_hook", "uninstall"]

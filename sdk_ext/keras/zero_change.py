@@ -19,11 +19,9 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
-import os
 import sys
 from typing import Any
 
-from sdk_ext.hooks import json_config, registry
 from sdk_ext.hooks import zero_change as shared
 
 logger = logging.getLogger(__name__)
@@ -47,26 +45,16 @@ del_hook = shared.del_hook
 
 def install(json_config_path: str | None = None) -> bool:
     """Arm the zero-change path; True if a config was found. Safe to call more than once."""
-    if _state["installed"]:
-        return True
-    path = json_config.config_path(json_config_path)
-    if not shared.enabled() or not os.path.isfile(path):
-        return False
-    _state.update(installed=True, path=path)
-    shared.ensure_log_output()
-    if "keras" in sys.modules:
-        _patch_keras(sys.modules["keras"])
-    else:
-        finder = shared.PatchOnImport("keras", _patch_keras, "Keras")
-        _state["finder"] = finder
-        finder.install()
-    logger.info("sdk_ext: the Keras hook will be created from %s at the first fit/evaluate/predict", path)
-    return True
+    return shared.install(_state, json_config_path, lambda path: shared.arm_on_import(_state, "keras", _patch_keras,
+                                                                                        "Keras"),
+                          what="Keras", when="at the first fit/evaluate/predict")
 
 
-def _with_hook(callbacks: Any, hook: Any) -> list[Any]:
+def _with_hook(callbacks: Any, hook: Any) -> Any:
     from sdk_ext.keras.hook import KerasHook
 
+    if callbacks is not None and not isinstance(callbacks, (list, tuple)):
+        return callbacks  # Keras's own CallbackList, which fit hands to its validation evaluate(): the hook is in it
     found = list(callbacks or [])
     if not any(isinstance(cb, KerasHook) for cb in found):
         found.append(hook)
@@ -103,20 +91,17 @@ def _patch_keras(keras: Any) -> None:
 
 def uninstall() -> None:
     """Undo :func:`install`: remove the import hook and the wrappers, close and forget the hook."""
-    if _state["finder"] is not None:
-        _state["finder"].remove()
-    keras = sys.modules.get("keras")
-    if keras is not None and _state["patched"]:
-        for method in _METHODS:
-            current = getattr(keras.Model, method)
-            original = getattr(current, "__sdk_ext_original__", None)
-            if original is not None:
-                setattr(keras.Model, method, original)
-    hook = registry.current()
-    if hook is not None:
-        hook.close()
-    registry.forget()
-    _state.update(failed=None, installed=False, path=None, patched=False, finder=None)
+
+    def restore() -> None:
+        keras = sys.modules.get("keras")
+        if keras is not None and _state["patched"]:
+            for method in _METHODS:
+                current = getattr(keras.Model, method)
+                original = getattr(current, "__sdk_ext_original__", None)
+                if original is not None:
+                    setattr(keras.Model, method, original)
+
+    shared.uninstall(_state, restore, patched=False)
 
 
 __all__ = ["del_hook", "get_hook", "install", "set_hook", "uninstall"]

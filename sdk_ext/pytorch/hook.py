@@ -37,6 +37,7 @@ from sdk_ext.hooks.collections import change_count
 from sdk_ext.hooks.hook import Hook as BaseHook
 from sdk_ext.hooks.hook import guarded
 from sdk_ext.hooks.policy import TensorPlan
+from sdk_ext.pytorch.extensions import CUSTOM_MODULE_PATH, ExtensionPoints, check_overrides
 from sdk_ext.pytorch.tensors import iter_tensors, to_numpy, torch_reductions
 
 logger = logging.getLogger(__name__)
@@ -52,11 +53,24 @@ def _unwrap_compiled(module: nn.Module) -> tuple[nn.Module, bool]:
     return module, False
 
 
-class Hook(BaseHook):
-    """Saves tensors of a PyTorch training job. Same constructor as :class:`sdk_ext.hooks.Hook`."""
+class Hook(ExtensionPoints, BaseHook):
+    """Saves tensors of a PyTorch training job. Same constructor as :class:`sdk_ext.hooks.Hook`.
+
+    Subclasses may override smdebug's extension points (``forward_hook``, ``forward_pre_hook``,
+    ``backward_hook``, ``_write_inputs``/``_write_outputs``): see :mod:`sdk_ext.pytorch.extensions`.
+
+    Raises:
+        SMDebugNotImplementedError: a subclass overrides an smdebug internal this hook never calls.
+    """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        #: the extension points a subclass overrides (checked before anything is created)
+        self._overrides = check_overrides(type(self), Hook)
         super().__init__(*args, **kwargs)
+        #: the last step that saved a module tensor (smdebug's attribute; subclasses may set it)
+        self.last_saved_step: int | None = None
+        self._custom_modules = bool(self._overrides & CUSTOM_MODULE_PATH)
+        self._custom_backward = "backward_hook" in self._overrides
         self._model: nn.Module | None = None
         self._compiled = False
         self._params: list[tuple[str, nn.Parameter]] = []
@@ -109,22 +123,37 @@ class Hook(BaseHook):
         self._params = [(f"{prefix}_{name}", p) for name, p in inner.named_parameters()]
         for name, sub in inner.named_modules():
             self._module_names[sub] = name if name else prefix
+            sub._module_name = name if name else prefix  # smdebug's attribute; overrides read it
         if self._compiled:
             del self._module_names[inner]
             self._module_names[module] = prefix
-        module.register_forward_pre_hook(self._forward_pre)
+        overridden_pre = "forward_pre_hook" in self._overrides
+        module.register_forward_pre_hook(self.forward_pre_hook if overridden_pre else self._forward_pre)
+        if self._custom_modules:  # as smdebug: forward_hook on the model and every submodule, at every step
+            for sub in list(self._module_names):
+                sub.register_forward_hook(self.forward_hook)
+        if self._custom_backward:  # as smdebug: backward_hook(name) on every parameter that requires grad
+            for name, param in self._params:
+                if param.requires_grad:
+                    param.register_hook(self.backward_hook(name))  # type: ignore[no-untyped-call]
         if during_forward:
-            self._forward_pre(module, None)
+            (self.forward_pre_hook if overridden_pre else self._forward_pre)(module, None)
 
-    register_hook = register_module
+    def register_hook(self, module: nn.Module) -> None:
+        """smdebug's other name for :meth:`register_module`."""
+        self.register_module(module)
 
     @guarded
     def register_loss(self, loss_module: nn.Module) -> None:
         """Save the inputs/outputs of a loss module (``{LossClass}_output_0``) when collections claim them."""
         self._module_names[loss_module] = type(loss_module).__name__
+        loss_module._module_name = type(loss_module).__name__  # type: ignore[assignment]  # a str attribute
         if loss_module not in self._losses:
             self._losses.append(loss_module)
             self._hooks_version = None
+            if self._custom_modules:
+                loss_module.register_forward_hook(self.forward_hook)
+                return
             if self._in_step and self.policy.active and self._params_saved_at == self._steps.current.global_step:
                 # registered in the middle of a saved step (zero-change: during its first call)
                 self._step_handles.append(loss_module.register_forward_hook(self._forward_post))
@@ -212,9 +241,13 @@ class Hook(BaseHook):
             return
         policy = self.policy
         self._param_candidates = [(n, p) for n, p in self._params if policy.could_save(n)]
-        self._grad_candidates = [
+        self._grad_candidates = [] if self._custom_backward else [
             (GRADIENT_PREFIX + n, p) for n, p in self._params if p.requires_grad and policy.could_save(GRADIENT_PREFIX + n)
         ]
+        if self._custom_modules:  # forward_hook is registered on every module for good (register_module)
+            self._module_candidates = []
+            self._hooks_version = self.collection_manager.version
+            return
         modules = list(self._losses)
         for module, name in self._module_names.items():
             claimed = any(
@@ -236,7 +269,7 @@ class Hook(BaseHook):
             pending = [m for m in coll.modules if m[0] in self._module_names]
             for entry in pending:
                 module, inputs, outputs = entry
-                name = re.escape(self._module_names[module])  # type: ignore[index]
+                name = re.escape(self._module_names[module])
                 regexes = ([f"^{name}_input_"] if inputs else []) + ([f"^{name}_output_"] if outputs else [])
                 coll.modules.remove(entry)
                 if regexes:
@@ -263,19 +296,24 @@ class Hook(BaseHook):
             return
         name = self._module_names.get(module)
         if name is not None:
-            self._save_module_tensors(name, "_input_", inputs)
-            self._save_module_tensors(name, "_output_", outputs)
+            saved = self._save_module_tensors(name, "_input_", inputs)
+            if self._save_module_tensors(name, "_output_", outputs) or saved:
+                self.last_saved_step = self._steps.current.global_step
 
-    def _save_module_tensors(self, module_name: str, suffix: str, value: Any) -> None:
+    def _save_module_tensors(self, module_name: str, suffix: str, value: Any) -> bool:
+        """Save the tensors of ``value`` the step claims; True if it saved any."""
         base = module_name + suffix
         index = self._counts.get(base, 0)
+        saved = False
         for tensor in iter_tensors(value):
             name = f"{base}{index}"
             index += 1
             plan = self.policy.plan(name)
             if plan is not None:
                 self._save(name, plan, tensor)
+                saved = True
         self._counts[base] = index
+        return saved
 
     # --- values ----------------------------------------------------------------------------------
 

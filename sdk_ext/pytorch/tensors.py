@@ -5,7 +5,7 @@
   is a float32 with the low 16 bits zero.
 * Reductions of floating-point tensors are computed with torch where the tensor lives (no copy of
   the whole tensor to the host when only reductions are saved), with the semantics of
-  :mod:`sdk_ext.hooks.reductions` (element-wise over all elements, population std/variance).
+  :mod:`sdk_ext.format.reductions` (element-wise over all elements, population std/variance).
   Half and bfloat16 tensors are reduced in float32. Other dtypes use the numpy path.
 * Module tensors are named ``{module}_input_{i}`` / ``{module}_output_{i}``; ``i`` counts the
   tensors of (nested) tuples, lists and dicts, and keeps counting over repeated calls in a step.

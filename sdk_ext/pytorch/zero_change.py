@@ -26,17 +26,14 @@ nothing.
 from __future__ import annotations
 
 import logging
-import os
-import threading
 from typing import Any
 
-from sdk_ext.hooks import json_config, registry
+from sdk_ext.hooks import registry
 from sdk_ext.hooks import zero_change as shared
 
 logger = logging.getLogger(__name__)
 
-_lock = threading.Lock()  # guards _state
-_state: dict[str, Any] = {"failed": None, "handle": None, "installed": False, "steps": 0}
+_state: dict[str, Any] = {"failed": None, "installed": False, "path": None, "finder": None, "handle": None, "steps": 0}
 _WATCH_STEPS = 3  # steps during which new loss modules are looked for
 
 
@@ -60,21 +57,16 @@ def del_hook() -> None:
 
 def install(json_config_path: str | None = None) -> bool:
     """Arm the zero-change hook; True if a config was found. Safe to call more than once."""
-    if _state["installed"]:
-        return True
-    path = json_config.config_path(json_config_path)
-    if not shared.enabled() or not os.path.isfile(path):
-        return False
+    return shared.install(_state, json_config_path, _arm, what="debugger", when="at the first forward call")
+
+
+def _arm(path: str) -> None:
     import torch
 
     def pre_hook(module: torch.nn.Module, inputs: Any) -> None:
         _on_module_call(module, path)
 
-    shared.ensure_log_output()
     _state["handle"] = torch.nn.modules.module.register_module_forward_pre_hook(pre_hook)
-    _state["installed"] = True
-    logger.info("sdk_ext: the debugger hook will be created from %s at the first forward call", path)
-    return True
 
 
 def _on_module_call(module: Any, path: str) -> None:
@@ -111,12 +103,7 @@ def _uninstall() -> None:
 
 def uninstall() -> None:
     """Remove the global pre-hook and close the process's hook (it is forgotten)."""
-    _uninstall()
-    hook = registry.current()
-    if hook is not None:
-        hook.close()
-    registry.forget()
-    _state.update(failed=None, installed=False, steps=0)
+    shared.uninstall(_state, _uninstall, steps=0)
 
 
 __all__ = ["del_hook", "get_hook", "install", "uninstall"]

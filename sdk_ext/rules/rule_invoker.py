@@ -3,7 +3,10 @@
 * Steps ``start_step, start_step+1, ...`` up to ``end_step`` (exclusive), waiting while the
   training job has not written the next step yet.
 * A step that was not saved, or a tensor missing at a step, is skipped (StepUnavailable,
-  TensorUnavailable, TensorUnavailableForStep are swallowed).
+  TensorUnavailable, TensorUnavailableForStep are swallowed). Damaged data is not missing data:
+  :class:`~sdk_ext.exceptions.DamagedDataError` (a file cut short or deleted, a checksum that does
+  not match, an index file that cannot be read) propagates with the step it stopped, so a rule
+  never passes over a step it could not read (the evaluator ends it in Error naming the file).
 * When training has ended and the next step is beyond the last one saved, :class:`NoMoreData`
   propagates: the caller treats it as the normal end.
 * A firing raises :class:`RuleEvaluationConditionMet` when ``raise_eval_cond``; otherwise the walk goes
@@ -24,6 +27,7 @@ from __future__ import annotations
 import logging
 
 from sdk_ext.exceptions import (
+    DamagedDataError,
     RuleEvaluationConditionMet,
     StepUnavailable,
     TensorUnavailable,
@@ -63,6 +67,7 @@ def invoke_rule(
         NoMoreData: training ended before ``end_step`` (always, when ``end_step`` is None).
         TypeError: no rule, or two different ones, given.
         InvocationTimeout: the rule's code at one step ran past ``time_limit``.
+        DamagedDataError: data of a step the rule was asked to judge is damaged (its ``step`` says which).
     """
     if rule_obj is None or (rule is not None and rule is not rule_obj):
         if rule_obj is not None or rule is None:
@@ -91,6 +96,11 @@ def invoke_rule(
                     continue
         except (TensorUnavailableForStep, TensorUnavailable) as err:
             logger.debug("%s", err)
+        except DamagedDataError as err:
+            if err.step is None:
+                err.step = step
+            logger.error("rule %s cannot judge step %d: %s", rule_obj.rule_name, step, err)
+            raise
         except RuleEvaluationConditionMet as err:
             if raise_eval_cond:
                 raise

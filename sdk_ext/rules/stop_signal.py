@@ -23,11 +23,11 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any
 
 from sdk_ext.exceptions import ConfigError, StorageNotFound
 from sdk_ext.format.paths import END_OF_JOB
 from sdk_ext.storage import Buffer, ObjectWriter, ReadRequest, Storage
+from sdk_ext.storage.capabilities import Capabilities
 
 logger = logging.getLogger(__name__)
 
@@ -87,11 +87,6 @@ class StopSignalStorage:
         self.signalled_at: float | None = None
         #: True once the end was reported because of the signal (not the real marker)
         self.ended_by_signal = False
-
-    def __getattr__(self, name: str) -> Any:  # optional extras of the inner storage (read_into, ...)
-        if name == "inner":
-            raise AttributeError(name)
-        return getattr(self.inner, name)
 
     def __repr__(self) -> str:
         return f"StopSignalStorage({self.inner!r}, {self.signal!r})"
@@ -172,6 +167,11 @@ class StopSignalStorage:
 
     def delete(self, key: str) -> None:
         self.inner.delete(key)
+
+    def capabilities(self) -> Capabilities:
+        """The inner storage's, all forwarded: the signal changes only whether the end marker exists,
+        and no capability answers that."""
+        return self.inner.capabilities()
 
 
 __all__ = ["DEFAULT_GRACE", "ENV_GRACE", "ENV_SIGNAL_FILE", "StopSignal", "StopSignalStorage", "parse_grace"]

@@ -77,16 +77,23 @@ def wait_for_step(
             return
         if state == StepState.UNAVAILABLE:
             known = trial.steps(mode=mode, show_incomplete_steps=True)
-            last = known[-1] if known else -1
+            last = max([known[-1] if known else -1, *_damaged(trial, mode)])
             if step < last:
                 raise StepUnavailable(step, mode)
             raise NoMoreData(step, mode, last)
         sleep(poll_interval)
 
 
+def _damaged(trial: Any, mode: ModeKeys) -> list[int]:
+    """The global steps whose index files are damaged (sdk_ext's trials say; others know none)."""
+    damaged = getattr(trial, "damaged_steps", None)
+    return list(damaged()) if damaged is not None and mode is ModeKeys.GLOBAL else []
+
+
 def next_known_step(trial: Any, after: int, *, mode: ModeKeys = ModeKeys.GLOBAL) -> int | None:
-    """The smallest step of ``trial`` (complete or not) greater than ``after``, or None."""
-    known = trial.steps(mode=mode, show_incomplete_steps=True)
+    """The smallest step of ``trial`` (complete or not, or damaged: never jumped over) greater than
+    ``after``, or None."""
+    known = [*trial.steps(mode=mode, show_incomplete_steps=True), *_damaged(trial, mode)]
     later = [s for s in known if s > after]
     return min(later) if later else None
 

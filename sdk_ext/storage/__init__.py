@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 from sdk_ext.storage.base import Buffer, ObjectInfo, ObjectWriter, ReadRequest, Storage, join_key
+from sdk_ext.storage.capabilities import Capabilities, DirectReads, Listings, LocalPaths, MemoryMaps, Writes
 from sdk_ext.storage.local import LocalStorage
 from sdk_ext.storage.memory import InMemoryStorage
 
@@ -33,12 +34,18 @@ def open_storage(path: str | os.PathLike[str], *, cache_dir: str | os.PathLike[s
 
 __all__ = [
     "Buffer",
+    "Capabilities",
+    "DirectReads",
     "InMemoryStorage",
+    "Listings",
+    "LocalPaths",
     "LocalStorage",
+    "MemoryMaps",
     "ObjectInfo",
     "ObjectWriter",
     "ReadRequest",
     "Storage",
+    "Writes",
     "is_s3_uri",
     "join_key",
     "open_storage",

@@ -11,7 +11,10 @@ from __future__ import annotations
 import builtins
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from sdk_ext.storage.capabilities import Capabilities
 
 Buffer = bytes | bytearray | memoryview
 
@@ -77,6 +80,9 @@ class Storage(Protocol):
 
     def delete(self, key: str) -> None:
         """Remove ``key`` if it exists."""
+
+    def capabilities(self) -> Capabilities:
+        """What this storage can do beyond this protocol (:mod:`sdk_ext.storage.capabilities`)."""
 
 
 def join_key(*parts: str) -> str:

@@ -23,38 +23,31 @@ import re
 import tempfile
 import threading
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Protocol
 
-from sdk_ext.storage.base import Buffer, ObjectInfo, ObjectWriter, ReadRequest
+from sdk_ext.exceptions import ConfigError
+from sdk_ext.storage.base import Buffer, ObjectInfo, ObjectWriter, ReadRequest, Storage
+from sdk_ext.storage.capabilities import Capabilities, Listings, Writes
 
 log = logging.getLogger(__name__)
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9-]")
 
 
-class ListingStorage(Protocol):
-    """A Storage whose listings carry size and ETag (``S3Storage``)."""
-
-    @property
-    def uri(self) -> str: ...
-
-    def list_objects(self, prefix: str, *, start_after: str = "") -> Iterator[ObjectInfo]: ...
-    def info(self, key: str) -> ObjectInfo | None: ...
-    def read(self, key: str, *, start: int = 0, length: int | None = None) -> bytes: ...
-    def read_many(self, requests: Sequence[ReadRequest]) -> builtins.list[bytes]: ...
-    def exists(self, key: str) -> bool: ...
-    def write(self, key: str, data: Buffer | Iterable[Buffer]) -> None: ...
-    def open_write(self, key: str) -> ObjectWriter: ...
-    def delete(self, key: str) -> None: ...
-
-
 class CachingStorage:
-    """``inner`` with whole immutable objects kept under ``cache_dir``. The constructor only assigns."""
+    """``inner`` with whole immutable objects kept under ``cache_dir``. The constructor touches nothing.
+
+    ``inner`` must have the ``listings`` capability (sizes and ETags are what validate a cached copy).
+    """
 
     def __init__(
-        self, inner: ListingStorage, cache_dir: str | os.PathLike[str], *, max_object_bytes: int = 64 << 20
+        self, inner: Storage, cache_dir: str | os.PathLike[str], *, max_object_bytes: int = 64 << 20
     ) -> None:
+        listings = inner.capabilities().listings
+        if listings is None:
+            raise ConfigError(f"{inner!r} cannot be cached: its listings carry no size and ETag to validate a "
+                              "cached copy with (the cache is for S3Storage)", where="CachingStorage")
         self.inner = inner
+        self._listings: Listings = listings
         self.cache_dir = os.path.abspath(os.path.expanduser(os.fspath(cache_dir)))
         self.max_object_bytes = max_object_bytes
         self._known: dict[str, ObjectInfo] = {}  # the latest listing's word on each key
@@ -71,13 +64,22 @@ class CachingStorage:
     # --- listing: never cached, but remembered as validators --------------------------------------
 
     def list_objects(self, prefix: str, *, start_after: str = "") -> Iterator[ObjectInfo]:
-        infos = builtins.list(self.inner.list_objects(prefix, start_after=start_after))
+        infos = builtins.list(self._listings.list_objects(prefix, start_after=start_after))
         with self._lock:
             self._known.update((i.key, i) for i in infos)
         return iter(infos)
 
     def list(self, prefix: str, *, start_after: str = "") -> Iterator[str]:
         return iter([i.key for i in self.list_objects(prefix, start_after=start_after)])
+
+    def info(self, key: str) -> ObjectInfo | None:
+        """What the latest listing said of ``key`` (listing its directory once if needed)."""
+        return self._info(key)
+
+    def capabilities(self) -> Capabilities:
+        """Listings (validated, remembered); writes go to the remote, through an upload spool. Direct
+        reads and maps are not offered: a cached copy may be missing and then the remote answers."""
+        return Capabilities(Writes.SPOOLED, listings=self)
 
     def _info(self, key: str) -> ObjectInfo | None:
         with self._lock:
@@ -87,7 +89,7 @@ class CachingStorage:
         if info is not None:
             return info
         if sep and (upto is None or key > upto):  # list the directory once, then only what is new
-            infos = builtins.list(self.inner.list_objects(top + sep, start_after=upto or ""))
+            infos = builtins.list(self._listings.list_objects(top + sep, start_after=upto or ""))
             with self._lock:
                 self._known.update((i.key, i) for i in infos)
                 if infos:
@@ -95,7 +97,7 @@ class CachingStorage:
                 info = self._known.get(key)
             if info is not None or upto is None or not infos:
                 return info
-        info = self.inner.info(key)
+        info = self._listings.info(key)
         if info is not None:
             with self._lock:
                 self._known[key] = info
@@ -207,4 +209,4 @@ def _serve(source: bytes | str, requests: Sequence[ReadRequest], indexes: Sequen
     return True
 
 
-__all__ = ["CachingStorage", "ListingStorage"]
+__all__ = ["CachingStorage"]

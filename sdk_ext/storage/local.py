@@ -11,6 +11,7 @@ only when other threads let go). Directories known to exist are not looked up ag
 from __future__ import annotations
 
 import builtins
+import contextlib
 import errno
 import itertools
 import mmap
@@ -22,6 +23,7 @@ from typing import IO
 
 from sdk_ext.exceptions import StorageAccessDenied, StorageError, StorageNotFound
 from sdk_ext.storage.base import Buffer, ReadRequest
+from sdk_ext.storage.capabilities import Capabilities, Writes
 
 TMP_SUFFIX = ".tmp"
 _SLASH = os.sep == "/" and os.altsep is None
@@ -120,13 +122,16 @@ class _LocalWriter:
             self._file = None
 
     def abort(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
         try:
-            os.remove(self._tmp)
-        except FileNotFoundError:
-            pass
+            if self._file is not None:
+                file, self._file = self._file, None
+                with contextlib.suppress(OSError):  # flushing what is buffered may fail (a full disk): dropped anyway
+                    file.close()
+        finally:
+            try:
+                os.remove(self._tmp)
+            except FileNotFoundError:
+                pass
 
 
 class LocalStorage:
@@ -226,8 +231,12 @@ class LocalStorage:
             if err.errno != errno.ENOENT:
                 raise _translate(err, f"deleting {self.path(key)}") from err
 
+    def capabilities(self) -> Capabilities:
+        """Direct reads, memory maps and file paths; writes commit in place."""
+        return Capabilities(Writes.DIRECT, direct_reads=self, memory_maps=self, local_paths=self)
+
     def size(self, key: str) -> int:
-        """Bytes ``key`` holds (an optional Storage capability, next to ``read_into``: a reader checks
+        """Bytes ``key`` holds (the ``direct_reads`` capability, with ``read_into``: a reader checks
         a byte range an index states against it before allocating memory for it)."""
         path = self.path(key)
         try:
@@ -236,7 +245,7 @@ class LocalStorage:
             raise _translate(err, f"reading {path}") from err
 
     def map(self, key: str) -> memoryview:
-        """The bytes of ``key`` as a read-only view of the file mapped into memory (an optional Storage
+        """The bytes of ``key`` as a read-only view of the file mapped into memory (the ``memory_maps``
         capability): a reader then copies just the byte ranges it needs, page cache to its buffer,
         with no system call per range. The file is closed at once; the mapping lives as long as the view."""
         path = self.path(key)
@@ -252,7 +261,7 @@ class LocalStorage:
     def read_into(self, key: str, buffer: bytearray | memoryview, *, start: int = 0) -> int:
         """Fill ``buffer`` with the bytes of ``key`` from ``start`` on; return how many there were.
 
-        Fewer than ``len(buffer)`` at the end of the object. An optional Storage capability: a
+        Fewer than ``len(buffer)`` at the end of the object. The ``direct_reads`` capability: a
         reader gets writable memory holding just one copy of the bytes (no ``bytes`` in between).
         """
         path = self.path(key)

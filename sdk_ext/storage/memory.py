@@ -9,6 +9,7 @@ from collections.abc import Iterable, Iterator, Sequence
 
 from sdk_ext.exceptions import StorageNotFound
 from sdk_ext.storage.base import Buffer, ObjectInfo, ReadRequest
+from sdk_ext.storage.capabilities import Capabilities, Writes
 
 
 class _MemoryWriter:
@@ -48,6 +49,15 @@ class InMemoryStorage:
         with self._lock:
             found = sorted((k, v) for k, v in self._objects.items() if k.startswith(prefix) and k > start_after)
         return iter([ObjectInfo(k, len(v), hashlib.md5(v).hexdigest()) for k, v in found])  # noqa: S324 - not security
+
+    def info(self, key: str) -> ObjectInfo | None:
+        with self._lock:
+            data = self._objects.get(key)
+        return None if data is None else ObjectInfo(key, len(data), hashlib.md5(data).hexdigest())  # noqa: S324
+
+    def capabilities(self) -> Capabilities:
+        """Direct reads and listings with sizes and ETags; writes commit in place."""
+        return Capabilities(Writes.DIRECT, direct_reads=self, listings=self)
 
     def read(self, key: str, *, start: int = 0, length: int | None = None) -> bytes:
         with self._lock:

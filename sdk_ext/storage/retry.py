@@ -14,6 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
+from sdk_ext.exceptions import StorageError
+
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
@@ -44,8 +46,9 @@ class RetryPolicy:
         return (rng or random).uniform(0.0, ceiling)
 
 
-class RetriesExhausted(Exception):
-    """Internal: the last transient error after ``attempts`` tries; callers translate it."""
+class RetriesExhausted(StorageError):
+    """A call that failed transiently on every attempt: ``error`` is the last failure. A storage error
+    (the root's): S3Storage translates it into the specific StorageError of that last failure."""
 
     def __init__(self, error: BaseException, attempts: int) -> None:
         super().__init__(f"{error} (after {attempts} attempts)")

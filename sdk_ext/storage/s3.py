@@ -26,6 +26,7 @@ from typing import IO, Any
 
 from sdk_ext.exceptions import ConfigError, StorageError
 from sdk_ext.storage.base import Buffer, ObjectInfo, ReadRequest
+from sdk_ext.storage.capabilities import Capabilities, Writes
 from sdk_ext.storage.ranges import Span, plan_reads, split_span
 from sdk_ext.storage.retry import RetriesExhausted, RetryPolicy, call_with_retries
 from sdk_ext.storage.s3_errors import TruncatedBody, is_transient, translate
@@ -288,6 +289,10 @@ class S3Storage:
 
     def list(self, prefix: str, *, start_after: str = "") -> Iterator[str]:
         return iter([o.key for o in self.list_objects(prefix, start_after=start_after)])
+
+    def capabilities(self) -> Capabilities:
+        """Listings with sizes and ETags; writes go through an upload spool (a remote may be slow or down)."""
+        return Capabilities(Writes.SPOOLED, listings=self)
 
     def info(self, key: str) -> ObjectInfo | None:
         """Size and ETag of ``key``, or None if it does not exist (one LIST request, like exists())."""

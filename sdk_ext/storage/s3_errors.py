@@ -58,7 +58,9 @@ DENIED_CODES = frozenset(
 
 
 class TruncatedBody(Exception):
-    """A GET's body ended before its Content-Length (the connection dropped mid-read)."""
+    """A GET's body ended before its Content-Length (the connection dropped mid-read). A transient cause
+    to retry, like botocore's own errors: it is retried or translated into a StorageError, never raised to a
+    caller, so it stays outside the SdkExtError root."""
 
 
 def _code_and_status(err: ClientError) -> tuple[str, int]:

@@ -24,11 +24,11 @@ from sdk_ext.exceptions import (
     TensorUnavailableForStep,
 )
 from sdk_ext.format.paths import reduction_tensor_name
+from sdk_ext.format.reductions import normalize_op, reduce
 from sdk_ext.modes import ModeKeys, StepState
 from sdk_ext.trials.display import TensorDisplay
 from sdk_ext.trials.index.trial_index import ReductionKey, StepFile, TrialIndex
 from sdk_ext.trials.read.reader import Reads
-from sdk_ext.trials.reductions import compute_reduction, normalize_op
 
 if TYPE_CHECKING:
     from sdk_ext.trials.trial import Trial
@@ -194,9 +194,18 @@ class Tensor(TensorDisplay):
         and the records that share a wire layout are checked and copied together, so a value costs
         a fraction of a ``value()`` call. Each value is a row of a new array (one per layout):
         writable, and changing it changes no other value and no later read.
+
+        Raises:
+            IndexReaderException: an index file of the trial is damaged, so a step of this tensor may
+                be missing from the answer (never a silent gap).
         """
         mode = _mode(mode)
         steps = self.steps(mode=mode)
+        damaged = self._index.damaged
+        if damaged:
+            damage = self._index.damage_at(min(damaged), ModeKeys.GLOBAL)
+            if damage is not None:
+                raise damage
         got = self._reads.read_steps(self.name, steps, mode, worker)
         if got is not None:
             return dict(zip(steps, got))
@@ -257,7 +266,7 @@ class Tensor(TensorDisplay):
         raw = sf.raw.get(self.name)
         if raw is None:
             raise TensorUnavailableForStep(self.name, step_num, mode, has_reductions=bool(stored))
-        return compute_reduction(op, self._reads.read(sf, raw, self.name, step_num, mode), abs=bool(abs))
+        return reduce(self._reads.read(sf, raw, self.name, step_num, mode), op, abs=bool(abs))[0]
 
     def reduction_values(
         self, step_num: int, mode: ModeKeys = _GLOBAL, worker: str | None = None

@@ -38,6 +38,7 @@ from sdk_ext.trials.collections import Collection
 from sdk_ext.trials.display import TrialDisplay
 from sdk_ext.trials.index.trial_index import TrialIndex, check_range_steps
 from sdk_ext.trials.loading import collection_workers, wait_for_collections
+from sdk_ext.trials.mappings import TrialMappings
 from sdk_ext.trials.options import TrialOptions
 from sdk_ext.trials.read.reader import Reads
 from sdk_ext.trials.tensor import Tensor
@@ -52,8 +53,11 @@ class InvalidRangeSteps(ConfigError, AssertionError):
     """``range_steps`` is not ``(begin, end)`` with ``begin <= end``; smdebug raised AssertionError here."""
 
 
-class Trial(TrialDisplay):
+class Trial(TrialMappings, TrialDisplay):
     """The saved tensors of one training job. Build it with :func:`create_trial`.
+
+    Besides the query methods, smdebug's step tables that custom rules read (``_global_to_mode``,
+    ``_mode_to_global``, ``workers_for_global_step``...) are read-only views: :mod:`sdk_ext.trials.mappings`.
 
     The constructor only assigns; :meth:`load` (called by ``create_trial``, or lazily by the first
     query) waits for the collections file and reads the index.
@@ -80,11 +84,13 @@ class Trial(TrialDisplay):
         self.options = options or TrialOptions()
         #: False inside rules' ``no_refresh``: queries then use what was already read
         self.dynamic_refresh = True
+        capabilities = storage.capabilities()  # once, for the index and the read path
         self._index = TrialIndex(
-            storage, range_steps=self.range_steps, incomplete_step_window=self.options.incomplete_step_window,
+            storage, capabilities=capabilities, range_steps=self.range_steps, incomplete_step_window=self.options.incomplete_step_window,
             lazy_index_files=self.options.lazy_index_files,
         )
-        self._reads = Reads(storage, self.options, self._index, training_ended=self._marker_present, cache=cache)
+        self._reads = Reads(storage, self.options, self._index, capabilities=capabilities,
+                            training_ended=self._marker_present, cache=cache)
         self._collections: dict[str, Collection] | None = None
         self._workers: set[str] = set()
         self._ended = False
@@ -353,8 +359,17 @@ class Trial(TrialDisplay):
         return found
 
     def has_passed_step(self, step: int, mode: ModeKeys = _GLOBAL) -> StepState:
-        """AVAILABLE (complete), NOT_YET_AVAILABLE (may still come) or UNAVAILABLE (never will)."""
+        """AVAILABLE (complete), NOT_YET_AVAILABLE (may still come) or UNAVAILABLE (never will).
+
+        Raises:
+            IndexReaderException: an index file of ``step`` is damaged (damage is never "not available").
+        """
         return step_state(self, self._index, step, ModeKeys.parse(mode))
+
+    def damaged_steps(self) -> list[int]:
+        """The global steps with an index file that could not be read (damaged), sorted; reading them raises."""
+        self._maybe_load()
+        return sorted(self._index.damaged)
 
     def wait_for_steps(
         self, required_steps: Iterable[int], mode: ModeKeys = _GLOBAL, *, timeout: float | None = None
@@ -365,6 +380,7 @@ class Trial(TrialDisplay):
 
         Raises:
             StepUnavailable: a step was skipped by the writer.
+            IndexReaderException: an index file of a step is damaged.
             NoMoreData: training ended before the step.
             StepNotYetAvailable: ``timeout`` seconds passed first (smdebug has no timeout).
         """

@@ -22,8 +22,16 @@ if TYPE_CHECKING:
 
 def step_state(trial: Trial, index: TrialIndex, step: int, mode: ModeKeys) -> StepState:
     """AVAILABLE (complete), NOT_YET_AVAILABLE (may still come) or UNAVAILABLE (never will); ``index``
-    is the trial's (what it has read; ``trial.steps`` refreshes it first)."""
+    is the trial's (what it has read; ``trial.steps`` refreshes it first).
+
+    Raises:
+        IndexReaderException: an index file of ``step`` is damaged: the step was written but cannot
+            be read, which is neither "available" nor "skipped".
+    """
     all_steps = trial.steps(mode=mode, show_incomplete_steps=True)
+    damage = index.damage_at(step, mode)
+    if damage is not None:
+        raise damage
     at = bisect.bisect_left(all_steps, step)
     if at < len(all_steps):
         found = all_steps[at]
@@ -54,6 +62,8 @@ def wait_for_steps(trial: Trial, required_steps: Iterable[int], mode: ModeKeys, 
                         raise StepUnavailable(step, mode)
                     known = trial.steps(mode=mode, show_incomplete_steps=True)
                     last = known[-1] if known else -1
+                    if mode is ModeKeys.GLOBAL:  # a damaged step later on is not "no more data"
+                        last = max([last, *trial.damaged_steps()])
                     if step < last:
                         raise StepUnavailable(step, mode)
                     raise NoMoreData(step, mode, last)

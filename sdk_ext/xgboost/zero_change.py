@@ -25,18 +25,14 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
 import sys
-import threading
 from collections.abc import Sequence
 from typing import Any
 
-from sdk_ext.hooks import json_config, registry
 from sdk_ext.hooks import zero_change as shared
 
 logger = logging.getLogger(__name__)
 
-_lock = threading.Lock()  # guards _state
 _state: dict[str, Any] = {"failed": None, "installed": False, "path": None, "patched": [], "finder": None}
 _PATCH_TARGETS = ("xgboost", "xgboost.training", "xgboost.sklearn")  # modules holding a `train` name
 
@@ -60,35 +56,19 @@ del_hook = shared.del_hook  # smdebug.xgboost.del_hook
 
 def install(json_config_path: str | None = None) -> bool:
     """Arm the zero-change hook; True if a config was found. Safe to call more than once."""
-    with _lock:
-        if _state["installed"]:
-            return True
-        path = json_config.config_path(json_config_path)
-        if not shared.enabled() or not os.path.isfile(path):
-            return False
-        _state.update(installed=True, path=path)
-    shared.ensure_log_output()
-    if "xgboost" in sys.modules:
-        _patch()
-    else:
-        finder = shared.PatchOnImport("xgboost", lambda module: _patch(), "XGBoost")
-        _state["finder"] = finder
-        finder.install()
-    logger.info("sdk_ext: the XGBoost debugger hook will be created from %s at the first training", path)
-    return True
+    return shared.install(_state, json_config_path,
+                          lambda path: shared.arm_on_import(_state, "xgboost", lambda module: _patch(), "XGBoost"),
+                          what="XGBoost debugger", when="at the first training")
 
 
 def uninstall() -> None:
     """Undo :func:`install`: restore ``train``, close the process's hook (it is forgotten)."""
-    if _state["finder"] is not None:
-        _state["finder"].remove()
-    for module, original in _state["patched"]:
-        setattr(module, "train", original)  # noqa: B010
-    hook = registry.current()
-    if hook is not None:
-        hook.close()
-    registry.forget()
-    _state.update(failed=None, installed=False, path=None, patched=[], finder=None)
+
+    def restore() -> None:
+        for module, original in _state["patched"]:
+            setattr(module, "train", original)  # noqa: B010
+
+    shared.uninstall(_state, restore, patched=[])
 
 
 def _patch() -> None:

@@ -4,8 +4,8 @@ Run from the repo root (``make bench`` sets SMDEBUG_PYTHON):
 
     SMDEBUG_PYTHON=/path/to/smdebug-venv/bin/python python -m tests.bench.trial_read [--write-md]
 
-Trials are generated once with sdk_ext.format (byte-identical to smdebug's writer) into a temp
-dir (``--dir`` keeps and reuses them), all finished (end marker):
+Trials are generated once with sdk_ext.format (smdebug's bytes, plus the checksums sdk_ext's hooks
+add to index files) into a temp dir (``--dir`` keeps and reuses them), all finished (end marker):
 
 * ``small`` = 2000 steps x 50 float32 tensors of 100 elements; ``large`` = 200 steps x 20 of 256x256 (1 GiB);
 * ``wide`` = 1000 steps x 1000 tensors of 100 (563 MiB; a save-all trial of a real model: the files
@@ -76,11 +76,11 @@ def generate(root: Path, kind: str) -> Path:
     steps, tensors, shape, workers = shape_of(kind)
     out = root / kind
     stamp = out / ".generated"
-    if stamp.exists() and stamp.read_text() == repr(shape_of(kind)):
+    if stamp.exists() and stamp.read_text() == repr((shape_of(kind), "checksums")):
         return out
     shutil.rmtree(out, ignore_errors=True)
     rng = np.random.default_rng(0)
-    builder = TrialBuilder(LocalStorage(out))
+    builder = TrialBuilder(LocalStorage(out), checksums=True)  # as sdk_ext's hooks write index files
     names_of_workers = [f"worker_{w}" for w in range(workers)]
     builder.collections(names_of_workers)
     names = [f"layer_{i:04d}/weight" if tensors > 100 else f"layer_{i:02d}/weight" for i in range(tensors)]
@@ -91,7 +91,7 @@ def generate(root: Path, kind: str) -> Path:
             values = {n: pool[(step + k) % len(pool)] for k, n in enumerate(names)}
             builder.step(step, worker, mode=ModeKeys.TRAIN, mode_step=step, tensors=values)
     builder.end()
-    stamp.write_text(repr(shape_of(kind)))
+    stamp.write_text(repr((shape_of(kind), "checksums")))
     print(f"generated {kind} trial in {time.perf_counter() - started:.1f} s at {out}", file=sys.stderr)
     return out
 

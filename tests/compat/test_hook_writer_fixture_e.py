@@ -16,8 +16,11 @@ from typing import Any
 
 import numpy as np
 
+from sdk_ext.format import checksums
+from sdk_ext.format.checksums import crc32c
 from sdk_ext.format.consolidated import CONSOLIDATED_DIR, consolidated_key, parse_consolidated
 from sdk_ext.format.events import decode_tensor_event
+from sdk_ext.format.index import parse_index
 from sdk_ext.format.paths import reduction_tensor_name
 from sdk_ext.format.records import iter_records
 from sdk_ext.hooks import (
@@ -72,8 +75,9 @@ def tree(root: Path) -> dict[str, bytes]:
 
 
 def smdebug_files(got: dict[str, bytes]) -> dict[str, bytes]:
-    """What smdebug's writer makes; checks and drops sdk_ext's one addition, the consolidated index of each
-    worker, which must hold exactly that worker's index files."""
+    """What smdebug's writer makes; checks and drops sdk_ext's two additions: the consolidated index of each
+    worker, which must hold exactly that worker's index files, and the checksum key in each index file's
+    meta, whose CRCs must be those of its event file, of each record and of the document."""
     workers = sorted({k.rsplit("_", 2)[-2] + "_" + k.rsplit("_", 1)[-1][:-5] for k in got if k.startswith("index/")})
     assert sorted(k for k in got if k.startswith(CONSOLIDATED_DIR + "/")) == sorted(consolidated_key(w) for w in workers)
     for worker in workers:
@@ -81,7 +85,18 @@ def smdebug_files(got: dict[str, bytes]) -> dict[str, bytes]:
         assert doc.worker == worker
         own = {k: v for k, v in got.items() if k.startswith("index/") and k.endswith(f"_{worker}.json")}
         assert {f"index/{s // 1000:09d}/{s:012d}_{worker}.json": h + t for s, h, t in doc.entries} == own
-    return {k: v for k, v in got.items() if not k.startswith(CONSOLIDATED_DIR + "/")}
+    out = {k: v for k, v in got.items() if not k.startswith(CONSOLIDATED_DIR + "/")}
+    for key in [k for k in out if k.startswith("index/")]:
+        index = parse_index(out[key], key=key)  # checks the document's own CRC
+        assert index.checks is not None, key
+        if index.event_file is not None:
+            event = out[index.event_file]
+            assert index.checks.file == crc32c(event)
+            assert [index.checks.record(k) for k in range(index.checks.count)] == [
+                crc32c(event[t.start : t.start + t.length]) for t in index.tensors
+            ]
+        out[key] = checksums.strip(out[key])
+    return out
 
 
 def test_writer_reproduces_fixture_e_byte_for_byte(tmp_path: Path) -> None:

@@ -43,6 +43,8 @@ def test_smdebug_reads_what_the_framework_free_hook_wrote(tmp_path: Path, smdebu
     trial = tmp_path / "trial"
     write_trial(trial)
     assert (trial / "consolidated" / "worker_0_index.sdkidx").is_file()  # sdk_ext's addition; smdebug ignores it
+    indexes = sorted((trial / "index").rglob("*.json"))
+    assert indexes and all(b'"sdk_ext_crc32c": "' in p.read_bytes() for p in indexes)  # and the checksums too
     theirs = dump_with_smdebug(smdebug_python, trial, tmp_path)
     ours = dump_with_format(trial)
     assert theirs["tensor_names"] == ours["tensor_names"] == sorted(

@@ -40,6 +40,8 @@ ALLOWED_NAMES = {
                                           "kept for drop-in parity",
     "_get_worker_name": "smdebug's Hook API that framework hooks and users call (smdebug 1.0.34 names it so)",
     "_cleanup": "smdebug's Hook API that the Keras/TF hooks call at the end of training (smdebug 1.0.34)",
+    "_module_name": "smdebug's PyTorch hook names each registered module with this attribute, and hook "
+                    "subclasses written for smdebug read it (module._module_name) in their forward_hook",
     "_replace": "namedtuple's public API (the underscore only avoids clashes with field names)",
     "_asdict": "namedtuple's public API (as _replace)",
     "_fields": "namedtuple's public API (as _replace)",

@@ -22,6 +22,8 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any
 
+from sdk_ext.exceptions import SdkExtError
+
 IN_PROGRESS, COMPLETED, FAILED, STOPPING, STOPPED = "InProgress", "Completed", "Failed", "Stopping", "Stopped"
 TERMINAL_JOB_STATUSES = frozenset({COMPLETED, FAILED, STOPPED})
 TERMINAL_RULE_STATUSES = frozenset({"NoIssuesFound", "IssuesFound", "Error", "Stopped"})
@@ -56,8 +58,9 @@ def truncate(text: str, limit: int = MAX_DETAILS) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-class JobStateError(RuntimeError):
-    """An operation the job's current state does not allow; ``status`` is that state."""
+class JobStateError(SdkExtError, RuntimeError):
+    """An operation the job's current state does not allow; ``status`` is that state. (A RuntimeError too,
+    as it always was; the local client answers it as SageMaker's ValidationException.)"""
 
     def __init__(self, message: str, *, status: str) -> None:
         super().__init__(message)

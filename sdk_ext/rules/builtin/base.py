@@ -44,6 +44,9 @@ class BuiltinRule(Rule):
 
     #: False for rules that judge something other than tensors (StalledTrainingRule: time).
     selects_tensors = True
+    #: For a rule with several separate checks: each check's name -> what it needs to evaluate anything.
+    #: A check that never evaluated a tensor is named by :meth:`part_coverage_note` (``CheckedPartly``).
+    parts: dict[str, str] = {}
 
     def __init__(self, base_trial: Any, other_trials: Sequence[Any] | None = None, action_str: str = "") -> None:
         super().__init__(base_trial, other_trials, action_str)
@@ -51,6 +54,8 @@ class BuiltinRule(Rule):
         #: Names of the tensors this rule selected at some step (those it looked at).
         self.checked: set[str] = set()
         self._asked: dict[str, None] = {}  # the selections asked for, in first-asked order (for messages)
+        #: Names of the tensors each of :attr:`parts` evaluated at some step.
+        self.checked_parts: dict[str, set[str]] = {}
 
     def coverage_note(self) -> str | None:
         """None if the rule looked at some tensor; else why it checked nothing, and what to change."""
@@ -65,6 +70,27 @@ class BuiltinRule(Rule):
         return (f"the rule matched no tensor ({asked}), so it evaluated nothing; the trial has "
                 f"{'the tensors ' + sample if names else 'no tensors'}. Set tensor_regex or collection_names "
                 "to tensors the job saves, or save the collection the rule needs")
+
+    def checked_part(self, part: str, names: Iterable[str]) -> None:
+        """Record that the check ``part`` (one of :attr:`parts`) evaluated the tensors ``names``."""
+        if part not in self.parts:
+            raise KeyError(f"{self.rule_name} has no check named {part!r}; its checks: {', '.join(self.parts)}")
+        found = set(names)
+        if found:
+            self.checked_parts.setdefault(part, set()).update(found)
+            self.checked.update(found)
+
+    def part_coverage_note(self) -> str | None:
+        """For a rule with several checks that looked at some tensor: which checks evaluated none, and
+        what each needs. None when every check evaluated something (or the rule has one check)."""
+        if not self.parts or not self.checked:
+            return None
+        missing = [p for p in self.parts if not self.checked_parts.get(p)]
+        if not missing:
+            return None
+        done = [p for p in self.parts if p not in missing]
+        gaps = "; ".join(f"the {p} check matched no tensor (it needs {self.parts[p]})" for p in missing)
+        return f"{gaps}, so it evaluated nothing; only the {' and '.join(done)} check{'s' if len(done) > 1 else ''} ran"
 
     # --- selection ----------------------------------------------------------------------------
 

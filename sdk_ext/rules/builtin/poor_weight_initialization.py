@@ -14,6 +14,10 @@ the rule judges initialisation only). Readings chosen where RULES.md reconstruct
 3. Loss convergence: a loss (``losses`` collection, else names containing "loss") that has not set
    a new lowest value for ``patience`` consecutive saved steps fires (early-stopping test with
    delta 0, as Overtraining).
+
+A check that never had what it needs (e.g. the activation check on a model that calls
+``F.relu``, which no hook sees) is named in a ``CheckedPartly`` status instead of passing silently
+(:meth:`~sdk_ext.rules.builtin.base.BuiltinRule.part_coverage_note`).
 """
 
 from __future__ import annotations
@@ -67,6 +71,14 @@ class PoorWeightInitialization(BuiltinRule):
         p.done()
         self._loss: dict[str, Plateau] = {}
         self._finder = ActivationFinder()
+        regex = ", ".join(repr(r) for r in self.activation_inputs_regex)
+        self.parts = {
+            "activation inputs": f"two or more tensors matching activation_inputs_regex {regex}, or inputs of "
+                                 "ReLU modules (save the input of each activation module; a functional relu "
+                                 "is not a module and is never saved), at the same step",
+            "gradients": "tensors of the gradients collection with 2 or more elements",
+            "losses": "a scalar loss (the losses collection, or a tensor named like 'loss')",
+        }
 
     def invoke_at_step(self, step: int) -> bool:
         if step >= self.steps:
@@ -83,6 +95,7 @@ class PoorWeightInitialization(BuiltinRule):
                 variances[name] = var
         if len(variances) < 2:
             return False
+        self.checked_part("activation inputs", variances)
         ratio = variance_ratio(list(variances.values()))
         if ratio > self.threshold:
             hi = max(variances, key=variances.__getitem__)
@@ -98,6 +111,7 @@ class PoorWeightInitialization(BuiltinRule):
             value = self.value(name, step)
             if value is None or not is_numeric(value) or value.size < 2:
                 continue
+            self.checked_part("gradients", [name])
             r = spread(value)
             if r < self.distribution_range:
                 return self.found_issue(
@@ -111,6 +125,7 @@ class PoorWeightInitialization(BuiltinRule):
             value = as_scalar(self.value(name, step))
             if value is None:
                 continue
+            self.checked_part("losses", [name])
             plateau = self._loss.setdefault(name, Plateau())
             if plateau.add(value, 0.0) >= self.patience:
                 return self.found_issue(

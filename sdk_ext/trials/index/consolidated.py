@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Sequence
-from typing import Protocol
 
 from sdk_ext.exceptions import IndexReaderException, StorageNotFound
 from sdk_ext.format.consolidated import CONSOLIDATED_DIR, parse_consolidated, parse_consolidated_key
 from sdk_ext.format.paths import index_key
-from sdk_ext.storage import ObjectInfo, ReadRequest, Storage
+from sdk_ext.storage import Listings, ReadRequest, Storage
 
 logger = logging.getLogger(__name__)
 
@@ -29,19 +28,16 @@ CONSOLIDATED_MIN = 16
 Listed = tuple[str, int, str, "int | None"]
 
 
-class _Listing(Protocol):
-    def __call__(self, prefix: str, *, start_after: str = "") -> Iterator[ObjectInfo]: ...
-
-
-def list_with_sizes(storage: Storage, prefix: str, *, start_after: str = "") -> Iterator[tuple[str, int | None]]:
-    """``(key, size)`` under ``prefix``; the size is None where the storage's listings carry none."""
-    list_objects: _Listing | None = getattr(storage, "list_objects", None)
-    if list_objects is None:
+def list_with_sizes(storage: Storage, listings: Listings | None, prefix: str, *,
+                    start_after: str = "") -> Iterator[tuple[str, int | None]]:
+    """``(key, size)`` under ``prefix``; the size is None where the storage has no ``listings`` capability."""
+    if listings is None:
         return ((key, None) for key in storage.list(prefix, start_after=start_after))
-    return ((o.key, o.size) for o in list_objects(prefix, start_after=start_after))
+    return ((o.key, o.size) for o in listings.list_objects(prefix, start_after=start_after))
 
 
-def read_consolidated(storage: Storage, wanted: Sequence[Listed]) -> dict[str, tuple[bytes, bytes]]:
+def read_consolidated(storage: Storage, listings: Listings | None,
+                      wanted: Sequence[Listed]) -> dict[str, tuple[bytes, bytes]]:
     """``{index key: (head, tail)}`` for the ``wanted`` index files the trial's consolidated indexes hold
     with the listed size (an index document is ``head + tail``). Empty when sizes are unknown.
 
@@ -54,7 +50,7 @@ def read_consolidated(storage: Storage, wanted: Sequence[Listed]) -> dict[str, t
         return {}
     objects = [
         (key, worker)
-        for key, _ in list_with_sizes(storage, CONSOLIDATED_DIR + "/")
+        for key, _ in list_with_sizes(storage, listings, CONSOLIDATED_DIR + "/")
         if (worker := parse_consolidated_key(key)) is not None and worker in workers
     ]
     if not objects:

@@ -21,7 +21,9 @@ from itertools import chain
 from operator import add
 
 from sdk_ext.exceptions import IndexReaderException
-from sdk_ext.format.index import IndexFile, parse_index
+from sdk_ext.format import checksums
+from sdk_ext.format.checksums import IndexChecks
+from sdk_ext.format.index import META_KEYS, TOP_LEVEL, IndexFile, parse_index
 from sdk_ext.format.paths import EVENTS_DIR, REDUCTION_PREFIX, parse_event_key, parse_reduction_name
 from sdk_ext.format.paths import event_key as step_event_key
 from sdk_ext.modes import ModeKeys
@@ -37,14 +39,19 @@ _EVENTS = EVENTS_DIR + "/"
 #: without escapes or control characters, a non-negative integer without leading zeros
 _META = re.compile(
     rb'\{"meta": \{"mode": "([A-Z]+)", "mode_step": (0|[1-9][0-9]{0,17}), '
-    rb'"event_file_name": "([^"\\\x00-\x1f]*)"\}, '
+    rb'"event_file_name": "([^"\\\x00-\x1f]*)"(\}, |, "' + checksums.KEY.encode() + rb'": ")'
 )
+_PLAIN = b"}, "  # the regex's last group when meta ends there (no checksum key)
+_CLOSE = b'"}, '  # what follows the checksum value
 #: bytes of document tails kept for reuse; past this the memo starts over
 _TAILS_BYTES = 32 << 20
 
-#: what a tail parses to: raw records, reductions, shapes, end of the last record, names
+#: where each record's checksum is: {record start: its position in tensor_payload}, and how many records
+Order = tuple[dict[int, int], int]
+#: what a tail parses to: raw records, reductions, shapes, end of the last record, names, the record
+#: order (documents with checksums) and the CRC of what follows a checksum value (:func:`checksums.tail_crc`)
 _Parsed = tuple[dict[str, Location], dict[str, dict[ReductionKey, Location]], dict[str, tuple[int, ...]], int,
-                frozenset[str]]
+                frozenset[str], Order | None, int | None]
 
 
 @dataclass(slots=True, eq=False)
@@ -68,6 +75,23 @@ class StepFile:
     reductions: dict[str, dict[ReductionKey, Location]]
     shapes: dict[str, tuple[int, ...]]
     names: frozenset[str]
+    checks: IndexChecks | None = None  # sdk_ext's checksums (verified with the document), None without
+    order: Order | None = None  # with checks: which checksum belongs to the record at a start offset
+
+    def record_crc(self, start: int) -> int | None:
+        """The CRC-32C the index gives the record at ``start`` of the event file; None without checksums."""
+        checks, order = self.checks, self.order
+        if checks is None or order is None or checks.file is None:
+            return None
+        at = order[0].get(start)
+        return None if at is None else checks.record(at)
+
+
+def _count_mismatch(key: str, checks: int, records: int) -> IndexReaderException:
+    return IndexReaderException(
+        f"{key}: its checksums cover {checks} records but tensor_payload lists {records}; the index file is damaged",
+        key=key,
+    )
 
 
 class _Malformed(Exception):
@@ -87,34 +111,67 @@ class StepFileParser:
         self._tails_bytes = 0
 
     def parse(self, data: bytes, *, key: str, step: int, worker: str) -> StepFile:
-        """Parse one index file.
+        """Parse one index file (its sdk_ext checksum, if it has one, checked first).
 
         Raises:
-            IndexReaderException: the document is corrupt or invalid (names ``key``).
+            IndexReaderException: the document is corrupt or invalid, or its checksum does not match
+                (names ``key``).
         """
         meta = _META.match(data)
-        return self._parse(meta, data[meta.end() :] if meta is not None else b"", data, key, step, worker)
+        if meta is None or meta[4] == _PLAIN:
+            return self._parse(meta, data[meta.end() :] if meta is not None else b"", data, key, step, worker)
+        end = data.find(b'"', meta.end())
+        if end < 0 or data[end : end + 4] != _CLOSE:
+            return self._parse(None, b"", data, key, step, worker)
+        return self._parse(meta, data[end + 4 :], data, key, step, worker, checked=data[: end + 4])
 
     def parse_parts(self, head: bytes, tail: bytes, *, key: str, step: int, worker: str) -> StepFile:
         """Parse the index document ``head + tail`` split where :mod:`sdk_ext.format.consolidated` splits it
         (the same tail object for many documents costs one hash). Raises as :meth:`parse`."""
-        return self._parse(_META.fullmatch(head), tail, None, key, step, worker, head=head)
+        meta = _META.match(head)
+        if meta is None:
+            return self._parse(None, b"", None, key, step, worker, head=head + tail)
+        if meta[4] == _PLAIN:
+            if meta.end() != len(head):
+                return self._parse(None, b"", None, key, step, worker, head=head + tail)
+            return self._parse(meta, tail, None, key, step, worker, head=head)
+        if not head.endswith(_CLOSE) or head.find(b'"', meta.end()) != len(head) - len(_CLOSE):
+            return self._parse(None, b"", None, key, step, worker, head=head + tail)
+        return self._parse(meta, tail, None, key, step, worker, head=head, checked=head)
 
     def _parse(self, meta: re.Match[bytes] | None, tail: bytes, data: bytes | None, key: str, step: int,
-               worker: str, *, head: bytes = b"") -> StepFile:
+               worker: str, *, head: bytes = b"", checked: bytes | None = None) -> StepFile:
         """``meta``: the regex's match of the document's start; ``tail``: the rest; ``data``: the whole
-        document, or None when it is ``head + tail`` (joined only if the memo of tails misses)."""
+        document, or None when it is ``head + tail`` (joined only if the memo of tails misses);
+        ``checked``: the document's head when it ends with sdk_ext's checksum value (checked here
+        against the head and ``tail``, before anything of the document is used)."""
+        checks = None
         if meta is not None:
             hit = self._tails.get(tail)
+            if checked is not None:
+                after = hit[6] if hit is not None and hit[6] is not None else checksums.tail_crc(tail)
+                digits = len(checked) - len(_CLOSE)
+                checks = checksums.check(checked[meta.end() : digits], memoryview(checked)[: digits - checksums.DIGITS],
+                                         after, key=key)
             mode = _MODES.get(meta[1].decode())
+            if hit is not None and checks is not None and checks.file is not None:
+                if hit[5] is None:  # the memo was made from a document without checksums: parse this one
+                    hit = None
+                elif checks.count != hit[5][1]:
+                    raise _count_mismatch(key, checks.count, hit[5][1])
             if hit is not None and mode is not None:
-                raw, reductions, shapes, end, names = hit
+                raw, reductions, shapes, end, names, order, _ = hit
                 event_key = _event_key(meta[3], key, step, worker)
-                return StepFile(key, step, worker, mode, int(meta[2]), event_key, end, raw, reductions, shapes, names)
+                return StepFile(key, step, worker, mode, int(meta[2]), event_key, end, raw, reductions, shapes, names,
+                                checks, order if checks is not None else None)
         if data is None:
             data = head + tail
+        if checked is None:  # the regex did not find a checksum: one elsewhere in meta is checked all the same
+            span = checksums.locate(data)
+            if span is not None:
+                checks = checksums.verify(data, span, key=key)
         try:
-            sf = self._fast(data, key, step, worker)
+            sf = self._fast(data, key, step, worker, checks)
         except (_Malformed, ValueError, KeyError, TypeError, AttributeError, RecursionError):
             # The validating parser raises a precise error, or accepts what the fast one refused.
             sf = self._from_index(parse_index(data, key=key), key, step, worker)
@@ -134,7 +191,8 @@ class StepFileParser:
         if self._tails_bytes + len(tail) > _TAILS_BYTES:
             self._tails.clear()
             self._tails_bytes = 0
-        self._tails[tail] = (sf.raw, sf.reductions, sf.shapes, sf.event_size, sf.names)
+        after = checksums.tail_crc(tail) if sf.checks is not None else None
+        self._tails[tail] = (sf.raw, sf.reductions, sf.shapes, sf.event_size, sf.names, sf.order, after)
         self._tails_bytes += len(tail)
 
     def _reduction(self, name: str) -> tuple[str, str, bool] | None:
@@ -144,9 +202,13 @@ class StepFileParser:
             parsed = self._reduction_names[name] = parse_reduction_name(name)
             return parsed
 
-    def _fast(self, data: bytes, key: str, step: int, worker: str) -> StepFile:
+    def _fast(self, data: bytes, key: str, step: int, worker: str, checks: IndexChecks | None) -> StepFile:
         doc = json.loads(data)
+        if not doc.keys() <= TOP_LEVEL:
+            raise _Malformed
         meta = doc["meta"]
+        if not meta.keys() <= META_KEYS:
+            raise _Malformed
         mode = _MODES.get(meta["mode"]) or _MODES[meta["mode"].strip()]
         mode_step = meta["mode_step"]
         if type(mode_step) is not int or mode_step < 0:
@@ -179,7 +241,13 @@ class StepFileParser:
             shapes[name] = tuple(shape)
         if "tensor_payload" not in doc and "shape_payload" not in doc:
             raise _Malformed
-        return self._step_file(key, step, worker, mode, mode_step, event_key, end, raw, reductions, shapes)
+        order = None
+        if checks is not None and checks.file is not None:
+            order = ({e["start_idx"]: k for k, e in enumerate(payload)}, len(payload))
+            if checks.count != len(payload):
+                raise _count_mismatch(key, checks.count, len(payload))
+        return self._step_file(key, step, worker, mode, mode_step, event_key, end, raw, reductions, shapes, checks,
+                               order)
 
     def _from_index(self, index: IndexFile, key: str, step: int, worker: str) -> StepFile:
         raw: dict[str, Location] = {}
@@ -193,8 +261,13 @@ class StepFileParser:
             else:
                 raw[t.name] = (t.start, t.length)
         shapes = {s.name: s.shape for s in index.shapes}
+        checks = index.checks
+        order = None
+        if checks is not None and checks.file is not None:
+            order = ({t.start: k for k, t in enumerate(index.tensors)}, len(index.tensors))
         return self._step_file(
-            key, step, worker, index.mode, index.mode_step, index.event_file, end, raw, reductions, shapes
+            key, step, worker, index.mode, index.mode_step, index.event_file, end, raw, reductions, shapes, checks,
+            order,
         )
 
     def _step_file(
@@ -209,6 +282,8 @@ class StepFileParser:
         raw: dict[str, Location],
         reductions: dict[str, dict[ReductionKey, Location]],
         shapes: dict[str, tuple[int, ...]],
+        checks: IndexChecks | None = None,
+        order: Order | None = None,
     ) -> StepFile:
         if event_key is not None:
             event_key = _event_key(event_key, key, step, worker)
@@ -216,7 +291,7 @@ class StepFileParser:
         if reductions or shapes:
             names = names.union(reductions, shapes)
         names = self._name_sets.setdefault(names, names)
-        return StepFile(key, step, worker, mode, mode_step, event_key, end, raw, reductions, shapes, names)
+        return StepFile(key, step, worker, mode, mode_step, event_key, end, raw, reductions, shapes, names, checks, order)
 
 
 

@@ -35,7 +35,7 @@ from typing import Any
 from sdk_ext.exceptions import ConfigError, IndexReaderException
 from sdk_ext.format.paths import INDEX_DIR, index_key, parse_index_key, serialize_worker
 from sdk_ext.modes import ModeKeys
-from sdk_ext.storage import ReadRequest, Storage
+from sdk_ext.storage import Capabilities, ReadRequest, Storage
 from sdk_ext.trials.index.consolidated import Listed, list_with_sizes, read_consolidated
 from sdk_ext.trials.index.step_files import Location, ReductionKey, StepFile, StepFileParser
 
@@ -77,15 +77,17 @@ class TrialIndex:
         self,
         storage: Storage,
         *,
+        capabilities: Capabilities,
         range_steps: RangeSteps | None = None,
         incomplete_step_window: int = 1000,
         lazy_index_files: int = 0,
     ) -> None:
         self.storage = storage
+        self._listings = capabilities.listings
         self.range_steps = range_steps
         self.incomplete_step_window = incomplete_step_window
         #: a finished trial with more index files than this to read reads them on demand (0: never)
-        self.lazy_index_files = lazy_index_files if getattr(storage, "read_into", None) is None else 0
+        self.lazy_index_files = lazy_index_files if capabilities.direct_reads is None else 0
         #: global step -> [(index key, worker)] listed but not read yet (finished trials only)
         self.pending: dict[int, list[tuple[str, str]]] = {}
         self._pending_last = -1
@@ -100,6 +102,8 @@ class TrialIndex:
         self.names: set[str] = set()
         self.last_complete_step = -1
         self.event_bytes = 0  # what the event files of every step file read hold, according to their index files
+        #: event file key -> the step file whose index gives its checksums (sdk_ext's writer)
+        self.checked: dict[str, StepFile] = {}
         #: global step -> {index file key: why it cannot be read}; those steps' other files stay readable
         self.damaged: dict[int, dict[str, IndexReaderException]] = {}
         self.generation = 0  # bumped whenever step files are added
@@ -131,7 +135,7 @@ class TrialIndex:
         Objects appear whole, so a file that does not parse never will: it is not read again.
         """
         wanted: list[Listed] = []
-        for key, size in list_with_sizes(self.storage, INDEX_DIR + "/", start_after=self._token):
+        for key, size in list_with_sizes(self.storage, self._listings, INDEX_DIR + "/", start_after=self._token):
             if key in self._seen:
                 continue
             parsed = parse_index_key(key)
@@ -139,7 +143,7 @@ class TrialIndex:
                 self._seen.add(key)
                 continue
             wanted.append((key, parsed[0], parsed[1], size))
-        docs = read_consolidated(self.storage, wanted)
+        docs = read_consolidated(self.storage, self._listings, wanted)
         later: list[Listed] = []
         if finished and self.lazy_index_files and len(wanted) - len(docs) > self.lazy_index_files:
             later = [w for w in wanted if w[0] not in docs]
@@ -247,6 +251,8 @@ class TrialIndex:
             files.sort(key=_worker_of)
         self.known_workers.add(sf.worker)
         self.event_bytes += sf.event_size
+        if sf.checks is not None and sf.event_key is not None:
+            self.checked[sf.event_key] = sf
         mode = sf.mode
         names = sf.names
         group = self.steps_by_names.get(id(names))

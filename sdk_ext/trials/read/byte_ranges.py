@@ -17,20 +17,22 @@ checks and copies a layout at a time:
 
 Local files are mapped (``Storage.map``) once and kept mapped, so a range costs a copy and no
 system call; elsewhere (S3) ranges go out in one ``read_many`` (concurrent ranged GETs, ranges of
-one object coalesced). A missing or short file leaves its rows marked not present: the caller reads
+one object coalesced). A mapped file whose index gives checksums is checked whole once, when it is
+mapped (``whole_ok``); the files whose bytes were handed out without that check (read by range, or
+failing it) are in ``unverified``, and the caller checks their records one by one. A missing or short file leaves its rows marked not present: the caller reads
 those records one at a time, which waits for the file or says why not.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from sdk_ext.exceptions import StorageError, StorageNotFound
-from sdk_ext.storage import ReadRequest, Storage
+from sdk_ext.storage import MemoryMaps, ReadRequest, Storage
 
 #: zero bytes after the rows, so that the batch decoder's fixed reach past a record start stays inside
 PAD = 512
@@ -50,9 +52,22 @@ Ints = np.ndarray[Any, np.dtype[np.int64]]
 class Slabs:
     """Slabs and gathered records of one trial's event files (see the module docstring)."""
 
-    def __init__(self, storage: Storage, *, budget: int, slab_bytes: int) -> None:
+    def __init__(
+        self,
+        storage: Storage,
+        maps: MemoryMaps | None,
+        *,
+        budget: int,
+        slab_bytes: int,
+        whole_ok: Callable[[str, memoryview], bool] = lambda key, data: True,
+        checked: Callable[[str], bool] = lambda key: False,
+    ) -> None:
+        self._whole_ok = whole_ok  # whether a whole (mapped) file passes its checksum, or has none
+        self._checked = checked  # whether an index gives checksums for a file
+        #: files with checksums whose bytes were handed out unchecked: their records need checking one by one
+        self.unverified: set[str] = set()
         self._storage = storage
-        self._map = getattr(storage, "map", None)
+        self._map = maps.map if maps is not None else None
         self._maps: dict[str, memoryview] = {}
         self._unmappable = False  # mapping failed once (limits): files are read range by range
         self.budget = budget
@@ -84,7 +99,11 @@ class Slabs:
                     self._unmappable = True
                 else:
                     self._maps[key] = mapped
+                    if not self._whole_ok(key, mapped):
+                        self.unverified.add(key)
                     return mapped
+            if self._checked(key):
+                self.unverified.add(key)  # read range by range from here on
             return None
         return m
 
@@ -129,6 +148,7 @@ class Slabs:
                 have[i] = got
         else:
             wanted = [i for i, key in enumerate(keys) if key is not None]
+            self.unverified.update(k for k in keys if k is not None and self._checked(k))
             self.requests += len(wanted)
             try:
                 results: list[bytes] = self._storage.read_many([ReadRequest(keys[i], lo, row) for i in wanted])  # type: ignore[arg-type]
@@ -180,6 +200,7 @@ class Slabs:
                 offset += length
             return array, where, ok
         self.requests += len(records)
+        self.unverified.update(k for k, _, _ in records if self._checked(k))
         try:
             results: list[bytes] = self._storage.read_many([ReadRequest(k, s, n) for k, s, n in records])
         except StorageNotFound:

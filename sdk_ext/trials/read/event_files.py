@@ -8,9 +8,18 @@ requests in one ``Storage.read_many`` so a remote backend can run them concurren
 decoder (``Tensor.values``, :mod:`sdk_ext.trials.read.many_steps`) many files are read into one array, and
 large records of one length into the rows of one array.
 
-An index can name an event file that is not there yet (S3 uploads in any order) or that is still
-being appended to. Neither is data: the reader waits up to ``event_file_timeout`` for it, never
-caches a short file, and decodes a record as soon as all of its bytes are present.
+An index can name an event file that is not there yet (smdebug's writers upload in any order) or
+that is still being appended to. Neither is data: the reader waits up to ``event_file_timeout`` for
+it, never caches a short file, and decodes a record as soon as all of its bytes are present. It is
+damage (:class:`~sdk_ext.exceptions.MissingEventFileError`), not "not yet", when the file will not
+come: its index carries sdk_ext's checksums (sdk_ext's writer commits an event file before its
+index), training has ended, or the worker has written later event files since.
+
+Checksums (:mod:`sdk_ext.format.checksums`). Where an index file carries them, nothing of its event
+file is returned unchecked: a whole file enters the file cache only if its CRC-32C matches the
+index's (one pass over bytes just read), and a record read on its own, from a file that failed
+that check or by byte range, is checked against its own CRC-32C; a mismatch raises
+CorruptRecordError naming the file, the offset and the tensor.
 """
 
 from __future__ import annotations
@@ -22,10 +31,11 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from sdk_ext.exceptions import SdkExtError, StorageNotFound
+from sdk_ext.exceptions import CorruptRecordError, MissingEventFileError, SdkExtError, StorageNotFound
+from sdk_ext.format.checksums import crc32c
 from sdk_ext.format.paths import EVENTS_DIR, parse_event_key
 from sdk_ext.format.record_values import RecordDecoder
-from sdk_ext.storage import ReadRequest, Storage
+from sdk_ext.storage import Capabilities, ReadRequest, Storage
 from sdk_ext.trials.index.trial_index import StepFile, TrialIndex
 from sdk_ext.trials.options import TrialOptions, poll
 from sdk_ext.trials.read.byte_ranges import Slabs
@@ -65,16 +75,29 @@ class EventFileUnavailable(SdkExtError):
 class ValueReader:
     """Decodes records of a trial's event files, with a cache of whole small files."""
 
-    def __init__(self, storage: Storage, options: TrialOptions, *, training_ended: Callable[[], bool]) -> None:
+    def __init__(
+        self,
+        storage: Storage,
+        options: TrialOptions,
+        *,
+        capabilities: Capabilities,
+        training_ended: Callable[[], bool],
+        checked: Callable[[str], StepFile | None] = lambda key: None,
+    ) -> None:
+        #: the step file whose index gives checksums for an event file key, if one does
+        self.checked = checked
         self._storage = storage
         self._options = options
         self._training_ended = training_ended
         self.cache = FileCache(options.file_cache_bytes)  # whole small event files
         self._decoder = RecordDecoder()
         self.decode = self._decoder.decode
-        self._read_into = getattr(storage, "read_into", None)
-        self._size = getattr(storage, "size", None)  # with read_into: checks a range before allocating for it
-        self.slabs = Slabs(storage, budget=options.file_cache_bytes, slab_bytes=self.cache.chunk_limit)
+        direct = capabilities.direct_reads
+        self._read_into = direct.read_into if direct is not None else None
+        self._size = direct.size if direct is not None else None  # checks a range before allocating for it
+        self.slabs = Slabs(storage, capabilities.memory_maps, budget=options.file_cache_bytes,
+                           slab_bytes=self.cache.chunk_limit, whole_ok=self.file_ok,
+                           checked=lambda key: self.checked(key) is not None)
         self._last_miss: int | None = None  # step of the last value read the cache did not hold
         self.requests = 0  # storage requests made, for benchmarks and tests
         self.batched = 0  # values decoded many at a time (sdk_ext.trials.read.many_steps), for benchmarks and tests
@@ -95,6 +118,48 @@ class ValueReader:
         tensor would be gone before the next one."""
         return trial_bytes > self.cache.budget
 
+    def file_ok(self, key: str, data: bytes | memoryview) -> bool:
+        """Whether the whole event file ``data`` of ``key`` may enter the file cache: its index gives no
+        checksum, or the CRC-32C of its bytes matches (then none of its records needs a check of its own)."""
+        sf = self.checked(key)
+        if sf is None or sf.checks is None or sf.checks.file is None:
+            return True
+        size = sf.event_size
+        if len(data) < size:
+            return False
+        if crc32c(data if len(data) == size else memoryview(data)[:size]) == sf.checks.file:
+            return True
+        logger.warning("%s: CRC-32C of the event file does not match its index %s; checking it record by record",
+                       key, sf.key)
+        return False
+
+    def record_ok(self, key: str, buf: bytes | memoryview, at: int, start: int, length: int) -> bool:
+        """Whether the record ``buf[at : at + length]`` (at ``start`` in ``key``) matches the CRC-32C its
+        index gives it (True when it gives none)."""
+        sf = self.checked(key)
+        want = None if sf is None else sf.record_crc(start)
+        return want is None or crc32c(memoryview(buf)[at : at + length]) == want
+
+    def check_record(self, key: str, buf: bytes | memoryview, at: int, start: int, length: int, tensor: str) -> None:
+        """Check the record ``buf[at : at + length]`` (at ``start`` in event file ``key``) against the
+        CRC-32C its index gives it, if the index gives one.
+
+        Raises:
+            CorruptRecordError: it does not match (names the file, the offset and the tensor).
+        """
+        sf = self.checked(key)
+        if sf is None:
+            return
+        want = sf.record_crc(start)
+        if want is None:
+            return
+        got = crc32c(memoryview(buf)[at : at + length])
+        if got != want:
+            raise CorruptRecordError(
+                key, start, f"CRC-32C {got:08x} of the record's {length} bytes does not match {want:08x}, the "
+                f"checksum its index {sf.key} gives it: the event file is damaged", tensor=tensor,
+            )
+
     def decode_cached(self, entry: Entry, key: str, start: int, length: int, tensor: str) -> np.ndarray[Any, Any]:
         """The value of a record of the cached file ``entry`` (of ``key``)."""
         chunk, offset, have, _ = entry
@@ -109,12 +174,16 @@ class ValueReader:
         if entry is not None:
             return self.decode_cached(entry, key, start, length, tensor)
         if size <= self._options.whole_file_bytes:
-            data = self._whole(key, start + length, size)
+            data = self._whole(key, start + length, size, tensor)
+            if key not in self.cache:  # failed its file checksum, or longer than its index says
+                self.check_record(key, data, start, start, length, tensor)
             return self._decoder.decode(data, start, length, name=key, key=tensor)
         if length >= LARGE_RECORD and self._read_into is not None:
-            buffer = self._range_into(key, start, length)
+            buffer = self._range_into(key, start, length, tensor)
+            self.check_record(key, buffer, 0, start, length, tensor)
             return self._decoder.decode(buffer, 0, length, name=key, base=start, key=tensor, view=True)
-        record = self._range(key, start, length)
+        record = self._range(key, start, length, tensor)
+        self.check_record(key, record, 0, start, length, tensor)
         return self._decoder.decode(record, 0, length, name=key, base=start, key=tensor)
 
     def read_ahead(self, index: TrialIndex, sf: StepFile) -> None:
@@ -171,7 +240,9 @@ class ValueReader:
             results: list[bytes] = self._storage.read_many([ReadRequest(k) for k, _ in wanted])
         except StorageNotFound:
             return
-        self.cache.add([(key, data) for (key, size), data in zip(wanted, results) if len(data) >= size])
+        self.cache.add(
+            [(key, data) for (key, size), data in zip(wanted, results) if len(data) >= size and self.file_ok(key, data)]
+        )
 
     def _read_chunk(self, files: Sequence[tuple[str, int]]) -> None:
         """Read the first ``size`` bytes of each file (``(key, size)``) into one new chunk of the cache."""
@@ -196,7 +267,7 @@ class ValueReader:
             else:
                 got = min(len(results[at]), size)
                 view[offset : offset + got] = memoryview(results[at])[:got]
-            if got == size:
+            if got == size and self.file_ok(key, view[offset : offset + size]):
                 placed.append((key, offset, size))
             offset += size
         self.cache.add_chunk(view.toreadonly(), placed)
@@ -227,7 +298,7 @@ class ValueReader:
             if results is not None:
                 for req, data in zip(batch, results):
                     if req.length is None:
-                        if len(data) >= files[req.key]:
+                        if len(data) >= files[req.key] and self.file_ok(req.key, data):
                             fetched[req.key] = data
                     elif len(data) == req.length:
                         records[(req.key, req.start)] = data
@@ -264,6 +335,7 @@ class ValueReader:
                 continue
             record = records.get((key, start))
             if record is not None:
+                self.check_record(key, record, 0, start, length, tensor)
                 out.append(decode(record, 0, length, name=key, base=start, key=tensor))
             else:
                 out.append(self.read(key, start, length, size, tensor))
@@ -294,6 +366,7 @@ class ValueReader:
                 got = 0
             if got != length:
                 continue
+            self.check_record(key, row, 0, start, length, tensor)
             value = self._decoder.decode(row, 0, length, name=key, base=start, key=tensor, view=True)
             if not values and value.nbytes:  # the first: move it so that its content is aligned
                 inside = 0 <= value.ctypes.data - block.ctypes.data - k * stride < stride  # a view of its row
@@ -305,7 +378,7 @@ class ValueReader:
             values[at[k]] = value
         return values
 
-    def _whole(self, key: str, need: int, size: int) -> bytes:
+    def _whole(self, key: str, need: int, size: int, tensor: str | None = None) -> bytes:
         """The file, or at least its first ``need`` bytes once they exist; cached when complete."""
 
         def attempt() -> bytes | None:
@@ -316,12 +389,12 @@ class ValueReader:
                 return None
             return data if len(data) >= need else None
 
-        data = self._wait(key, attempt)
-        if len(data) >= size:
+        data = self._wait(key, attempt, need, tensor)
+        if len(data) >= size and self.file_ok(key, data):
             self.cache.add([(key, data)])
         return data
 
-    def _range(self, key: str, start: int, length: int) -> bytes:
+    def _range(self, key: str, start: int, length: int, tensor: str | None = None) -> bytes:
         def attempt() -> bytes | None:
             self.requests += 1
             try:
@@ -330,7 +403,7 @@ class ValueReader:
                 return None
             return data if len(data) == length else None
 
-        return self._wait(key, attempt)
+        return self._wait(key, attempt, start + length, tensor)
 
     def _holds(self, key: str, end: int) -> bool:
         """Whether ``key`` holds at least ``end`` bytes (True if the storage cannot say); False if missing."""
@@ -341,7 +414,7 @@ class ValueReader:
         except StorageNotFound:
             return False
 
-    def _range_into(self, key: str, start: int, length: int) -> memoryview:
+    def _range_into(self, key: str, start: int, length: int, tensor: str | None = None) -> memoryview:
         read_into = self._read_into
         assert read_into is not None
         buffers: list[memoryview] = []
@@ -360,19 +433,26 @@ class ValueReader:
                 return None
             return buffer if got == length else None
 
-        return self._wait(key, attempt)
+        return self._wait(key, attempt, start + length, tensor)
 
-    def _wait(self, key: str, attempt: Callable[[], T | None]) -> T:
+    def _wait(self, key: str, attempt: Callable[[], T | None], need: int, tensor: str | None) -> T:
+        """What ``attempt`` returns once the file ``key`` holds the ``need`` bytes asked for; damage when
+        it will not come (see the module doc); EventFileUnavailable when waiting ran out."""
         data = attempt()
         if data is not None:
             return data
+        sf = self.checked(key)
+        if sf is not None:  # written by sdk_ext, which commits the event file before its index
+            raise MissingEventFileError(key, f"{self._found(key, need)}, but its index {sf.key} was written after "
+                                        "it was complete", tensor=tensor, step=sf.step)
         if self._training_ended():
             data = attempt()  # the marker may have come with the file
             if data is not None:
                 return data
-            raise EventFileUnavailable(key, "named by an index file but missing or short, and training has ended")
+            raise MissingEventFileError(key, f"{self._found(key, need)}, and training has ended", tensor=tensor)
         if self._superseded(key):
-            raise EventFileUnavailable(key, "missing, and its worker has written event files of later steps since")
+            raise MissingEventFileError(key, "missing, and its worker has written event files of later steps since",
+                                        tensor=tensor)
         logger.info("waiting up to %.1f s for event file %s", self._options.event_file_timeout, key)
         data = poll(
             attempt,
@@ -386,6 +466,16 @@ class ValueReader:
                 key, f"named by an index file but still missing or short after {self._options.event_file_timeout} s"
             )
         return data
+
+    def _found(self, key: str, need: int) -> str:
+        """What is wrong with ``key``, which should hold at least ``need`` bytes: missing, or how short."""
+        try:
+            size = int(self._size(key)) if self._size is not None else len(self._storage.read(key))
+        except StorageNotFound:
+            return "it is missing (deleted?)"
+        if size == 0:
+            return f"it is empty, and its index places records up to byte {need}"
+        return f"it holds {size} bytes, and its index places records up to byte {need} (cut short, or the index is damaged)"
 
     def _superseded(self, key: str) -> bool:
         """Whether ``key`` is missing although its worker wrote a later step (it will not come; as smdebug)."""

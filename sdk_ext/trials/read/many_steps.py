@@ -160,6 +160,14 @@ def _read_ranged(
         buf, where, ok_list = slabs.gather(records)
         ok = np.array(ok_list, bool)
     data = buf.data.toreadonly()
+    if slabs.unverified:  # records of files not checked whole: each against its own checksum
+        unverified = slabs.unverified
+        for k in np.flatnonzero(ok).tolist():
+            f = files[int(numbers[k])]
+            if f.event_key in unverified and not reader.record_ok(
+                f.event_key, data, int(where[k]), int(starts[k]), int(lengths[k])
+            ):
+                ok[k] = False  # read alone, which names the damage
     decode = reader.decoder.decode
 
     def one(k: int) -> Array:

@@ -39,7 +39,7 @@ import numpy as np
 
 from sdk_ext.exceptions import SdkExtError, TensorUnavailableForStep
 from sdk_ext.modes import ModeKeys
-from sdk_ext.storage import Storage
+from sdk_ext.storage import Capabilities, Storage
 from sdk_ext.trials.index.step_files import Location, StepFile
 from sdk_ext.trials.index.trial_index import TrialIndex
 from sdk_ext.trials.options import TrialOptions
@@ -68,13 +68,15 @@ class Reads:
         options: TrialOptions,
         index: TrialIndex,
         *,
+        capabilities: Capabilities,
         training_ended: Callable[[], bool],
         cache: bool = False,
     ) -> None:
-        self.reader = ValueReader(storage, options, training_ended=training_ended)
+        self.reader = ValueReader(storage, options, capabilities=capabilities, training_ended=training_ended,
+                                  checked=index.checked.get)
         self._index = index
         self._ahead_bytes = options.read_ahead_bytes
-        self._ahead_growth = 16 if getattr(storage, "read_into", None) is not None else 4
+        self._ahead_growth = 16 if capabilities.direct_reads is not None else 4
         self._memo: dict[tuple[str, int], Array] | None = {} if cache else None
         self._plans: dict[tuple[Any, ...], StepPlan] = {}  # oldest first
         #: the plan of the last read-ahead walk: (its steps list, length, index generation, mode, worker, plan)

@@ -105,11 +105,17 @@ def _job(tmp: Path, name: str, env: dict[str, str], script: Path, args: list[str
 
 
 def _files(trial: Path) -> dict[str, bytes | None]:
-    """Every file of the trial; the bytes of those without wall times (index and collections files)."""
+    """Every file of the trial; the bytes of those without wall times (index and collections files; an
+    index file without its checksums, which cover the event file and so its wall times)."""
+    from sdk_ext.format import checksums
+
     files: dict[str, bytes | None] = {}
     for path in sorted(p for p in trial.rglob("*") if p.is_file()):
         key = path.relative_to(trial).as_posix()
-        files[key] = None if key.endswith(".tfevents") else path.read_bytes()
+        if key.endswith(".tfevents") or key.startswith("consolidated/"):  # (the latter holds the checksums too)
+            files[key] = None
+        else:
+            files[key] = checksums.strip(path.read_bytes()) if key.startswith("index/") else path.read_bytes()
     return files
 
 

@@ -22,7 +22,7 @@ from sdk_ext.format.index import IndexFile, encode_index, parse_index
 from sdk_ext.format.paths import event_key, index_key
 from sdk_ext.hooks import TrialWriter
 from sdk_ext.modes import ModeKeys
-from sdk_ext.storage import InMemoryStorage, ObjectInfo, ReadRequest
+from sdk_ext.storage import Capabilities, InMemoryStorage, ObjectInfo, ReadRequest, Writes
 from sdk_ext.trials import Trial, TrialOptions, create_trial
 
 Buffer = bytes | bytearray | memoryview
@@ -65,6 +65,14 @@ class Remote:
 
     def delete(self, key: str) -> None:
         self.inner.delete(key)
+
+    def info(self, key: str) -> ObjectInfo | None:
+        self.requests.append(("LIST", key))
+        return self.inner.info(key)
+
+    def capabilities(self) -> Capabilities:
+        """A remote's: listings with sizes, no direct reads (declared, as every Storage must)."""
+        return Capabilities(Writes.SPOOLED, listings=self)
 
     def gets(self, prefix: str) -> builtins.list[str]:
         return [k for kind, k in self.requests if kind == "GET" and k.startswith(prefix)]

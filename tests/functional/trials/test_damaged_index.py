@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from sdk_ext.exceptions import CorruptRecordError, IndexReaderException, SdkExtError, TensorUnavailableForStep
+from sdk_ext.exceptions import DamagedDataError, IndexReaderException, SdkExtError
 from sdk_ext.storage import LocalStorage
 from sdk_ext.trials import TrialOptions, create_trial
 from tests.trial_builder import TrialBuilder
@@ -135,9 +135,11 @@ def test_a_refused_index_file_makes_only_its_step_unreadable(tmp_path, outside, 
     with pytest.raises(IndexReaderException, match=rf"step {DAMAGED} .*{INDEX}"):
         trial.tensor("a").value(DAMAGED)
     for name, k in (("a", 0), ("b", 1), ("c", 2)):  # every other step reads back exactly
-        got = trial.tensor(name).values()
+        got = {s: trial.tensor(name).value(s) for s in trial.tensor(name).steps()}
         assert sorted(got) == trial.steps()
         assert all(np.array_equal(v, value(s, k)) for s, v in got.items())
+        with pytest.raises(IndexReaderException, match=INDEX):  # all steps at once: never a silent gap
+            trial.tensor(name).values()
 
 
 def read_damaged(trial: Any, name: str, how: str) -> Any:
@@ -163,7 +165,7 @@ def test_an_entry_that_disagrees_with_its_record_never_returns_other_values(
     edit(storage, change)
     trial = create_trial(storage, options=options, timeout=0)
     event = f"events/{DAMAGED:012d}/{DAMAGED:012d}_worker_0.tfevents"
-    with pytest.raises((CorruptRecordError, TensorUnavailableForStep)) as err:
+    with pytest.raises(DamagedDataError) as err:  # damage, never "not available" (TensorUnavailableForStep)
         read_damaged(trial, name, how)
     chain = f"{err.value} {err.value.__cause__ or ''}"
     assert event in chain or f"step {DAMAGED}" in chain  # says which file or step

@@ -12,6 +12,7 @@ from sdk_ext.exceptions import (
     CorruptRecordError,
     IndexReaderException,
     MissingCollectionFiles,
+    MissingEventFileError,
     TensorUnavailableForStep,
 )
 from sdk_ext.storage import LocalStorage
@@ -81,7 +82,9 @@ def test_event_file_not_there_yet_is_waited_for(tmp_path):
     assert clock.sleeps == [1, 1]
 
 
-def test_event_file_that_never_comes_is_unavailable_after_the_timeout_or_at_the_end(tmp_path):
+def test_event_file_that_never_comes_is_unavailable_after_the_timeout_and_damage_at_the_end(tmp_path):
+    """A live smdebug trial (no checksums: its writer may upload an index before its event file) waits
+    for the file, then says "not available"; once training has ended the file will never come: damage."""
     b = TrialBuilder(LocalStorage(tmp_path))
     b.collections()
     b.step(0, tensors={"x": np.arange(3.0)}, write_event=False)
@@ -96,7 +99,7 @@ def test_event_file_that_never_comes_is_unavailable_after_the_timeout_or_at_the_
     assert clock.slept == pytest.approx(8)
     b.end()
     ended = create_trial(tmp_path, options=options(FakeClock(), event_file_timeout=4))
-    with pytest.raises(TensorUnavailableForStep, match="not available for step 0"):
+    with pytest.raises(MissingEventFileError, match="000000000000_worker_0.tfevents: .*missing.*training has ended"):
         ended.tensor("x").value(0)
 
 
@@ -174,14 +177,16 @@ def test_large_values_are_writable_and_independent_between_reads(tmp_path, stora
 
 
 def test_missing_event_file_is_given_up_at_once_when_its_worker_wrote_later_steps(tmp_path):
-    """As smdebug: a file skipped by its worker will never come, so there is nothing to wait for."""
+    """As smdebug, a file skipped by its worker will never come, so there is nothing to wait for; unlike
+    smdebug that is damage (MissingEventFileError naming the file), not "not available"."""
     b = TrialBuilder(LocalStorage(tmp_path))
     b.collections()
     b.step(0, tensors={"x": np.arange(3.0)}, write_event=False)
     b.step(1, tensors={"x": np.arange(3.0)})
     clock = FakeClock()
     trial = create_trial(tmp_path, options=options(clock, event_file_timeout=60))
-    with pytest.raises(TensorUnavailableForStep) as err:
+    with pytest.raises(MissingEventFileError) as err:
         trial.tensor("x").value(0)
-    assert "later steps" in str(err.value.__cause__) and clock.sleeps == []
+    assert "later steps" in str(err.value) and "000000000000_worker_0.tfevents" in str(err.value)
+    assert clock.sleeps == []
     assert trial.tensor("x").value(1).tolist() == [0.0, 1.0, 2.0]

@@ -158,7 +158,7 @@ def test_an_event_file_missing_inside_a_window_fails_its_own_step_only_without_w
                 seen[step] = type(err).__name__
         outcomes.append(seen)
     assert outcomes[0] == outcomes[1]
-    assert outcomes[0][gone] == "TensorUnavailableForStep"
+    assert outcomes[0][gone] == "MissingEventFileError"  # damage (training has ended), never "not available"
     assert outcomes[0][STEPS[31]] == 1.0 / (STEPS[31] + 1)
 
 

@@ -1,0 +1,222 @@
+"""Column-wise decoding of system-metric JSON lines with numpy: no Python object per line.
+
+A line is decoded here only when it has SageMaker's shape (see :mod:`sdk_ext.format.profiler_records`)::
+
+    {"Type":"cpu","Name":"cpu21","Dimension":"CPUUtilization","Value":0.83,"NodeId":"algo-1","Timestamp":1591748169.2323716}
+
+that is: the six keys in this order, at most one space after each ``:`` and ``,``, string values
+without ``:``, ``\\n``-ended, no blank lines. For such lines the result equals ``json.loads`` line by
+line (strings through ``json``; numbers by numpy's correctly rounded conversion, as ``float(text)``);
+any other input returns None and the caller decodes line by line. How: newline and colon positions give
+each line's two numbers; the rest of a line (its bytes before the Value and between the two numbers)
+is grouped by a hash, every line is compared byte for byte with its group's first line, and that one is
+checked by ``json`` (keys, order, strings). So a series' lines are exact, and a hash collision can only
+send the file to the slow path, never merge two series.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+
+import numpy as np
+import numpy.typing as npt
+
+_COLON, _SPACE, _NEWLINE = 58, 32, 10
+_PAD = 64
+_FNV = np.uint64(0x100000001B3)
+
+IntArray = npt.NDArray[np.int64]
+Bytes2D = npt.NDArray[np.uint8]
+
+
+class RegularLines:
+    """Decoded lines: per line its series group, value and timestamp; per group the four strings."""
+
+    __slots__ = ("group", "groups", "timestamps", "values")
+
+    def __init__(
+        self,
+        groups: list[tuple[str, str, str, str]],
+        group: npt.NDArray[np.intp],
+        values: npt.NDArray[np.float64],
+        timestamps: npt.NDArray[np.float64],
+    ) -> None:
+        self.groups = groups  # (type, name, dimension, node) of each group
+        self.group, self.values, self.timestamps = group, values, timestamps
+
+
+def _windows(buffer: Bytes2D, width: int) -> Bytes2D:
+    return np.lib.stride_tricks.sliding_window_view(buffer, width)
+
+
+def _gather(padded: Bytes2D, start: IntArray, length: IntArray, width: int) -> Bytes2D:
+    """Rows of ``width`` bytes from each ``start``, zeroed past ``length``."""
+    rows = _windows(padded, width)[start]
+    rows *= _prefix_masks(width)[length]
+    return rows
+
+
+@functools.lru_cache(maxsize=64)
+def _prefix_masks(width: int) -> Bytes2D:
+    """Row ``k``: ``k`` ones, then zeros (a row gather of this is far cheaper than a broadcast compare)."""
+    return np.tri(width + 1, width, -1, dtype=np.uint8)
+
+
+def _skip_space(a: Bytes2D, at: IntArray) -> IntArray:
+    skipped: IntArray = at + (a[at] == _SPACE)
+    return skipped
+
+
+_NUMBER_CHAR = np.zeros(256, dtype=bool)
+_NUMBER_CHAR[np.frombuffer(b"0123456789.eE+-", dtype=np.uint8)] = True
+_NUMBER_CHAR[0] = True  # the zeros past a number's end
+
+
+def parse_numbers(
+    padded: Bytes2D, start: IntArray, end: IntArray, *, repeats: bool = False
+) -> npt.NDArray[np.float64] | None:
+    """The JSON numbers at ``[start, end)``, each exactly ``float(text)``; None if one is not a number.
+
+    numpy's bytes-to-float conversion is correctly rounded, as ``float()``; only JSON's number
+    characters are let through to it, and a number must start with a digit or ``-``. ``repeats``: most
+    numbers equal the one before (a sample's lines share its timestamp): each run is converted once.
+    """
+    length = end - start
+    n = len(length)
+    if n == 0:
+        return np.empty(0, dtype=np.float64)
+    if (length <= 0).any() or int(length.max()) > 40:
+        return None
+    width = int(length.max())
+    chars = _gather(padded, start, length, width)
+    if not repeats:
+        return parse_numbers_text(chars)
+    new = np.ones(n, dtype=bool)
+    new[1:] = (chars[1:] != chars[:-1]).any(axis=1)
+    if not new.all():
+        distinct = chars[new]
+        parsed = parse_numbers_text(distinct)
+        if parsed is None:
+            return None
+        spread: npt.NDArray[np.float64] = parsed[np.cumsum(new) - 1]
+        return spread
+    return parse_numbers_text(chars)
+
+
+def parse_numbers_text(chars: Bytes2D) -> npt.NDArray[np.float64] | None:
+    """:func:`parse_numbers` of numbers already gathered one per row, zero-padded."""
+    width = chars.shape[1]
+    lead = chars[:, 0]
+    if not (_NUMBER_CHAR[chars].all() and (((lead - np.uint8(48)) < 10) | (lead == 45)).all()):
+        return None
+    try:
+        return chars.view(f"S{width}").ravel().astype(np.float64)
+    except ValueError:
+        return None
+
+
+def _periodic(rows: Bytes2D) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]] | None:
+    """A writer that repeats its series in one order each sample makes row ``i`` equal row ``i - p``:
+    then the groups are the first ``p`` rows, found without hashing. None if the rows are not so."""
+    again = np.flatnonzero((rows[1:] == rows[0]).all(axis=1))
+    if not len(again):
+        return None
+    p = int(again[0]) + 1
+    if not (rows[p:] == rows[:-p]).all():
+        return None
+    first = np.arange(p, dtype=np.intp)
+    if len(np.unique(rows[:p].view(f"V{rows.shape[1]}").ravel())) != p:
+        return None
+    return first, np.resize(first, len(rows))
+
+
+def _group(rows: Bytes2D) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]] | None:
+    """Group equal rows: (index of each group's first row, group of each row); None on a hash collision."""
+    periodic = _periodic(rows)
+    if periodic is not None:
+        return periodic
+    words = rows.view(np.uint64)
+    multipliers = (np.arange(1, words.shape[1] + 1, dtype=np.uint64) * _FNV) | np.uint64(1)
+    with np.errstate(over="ignore"):
+        digest = (words * multipliers).sum(axis=1, dtype=np.uint64)
+        digest ^= digest >> np.uint64(29)
+    _, first, inverse = np.unique(digest, return_index=True, return_inverse=True)
+    group = inverse.reshape(-1).astype(np.intp)
+    if not (rows == rows[first[group]]).all():
+        return None  # two series with one digest: let the line-by-line path decide
+    return first, group
+
+
+_FIELDS = ["Type", "Name", "Dimension", "Value", "NodeId", "Timestamp"]
+
+
+def _check_group(head: bytes, tail: bytes) -> tuple[str, str, str, str] | None:
+    """The strings of a series whose lines read ``head`` <Value> ``tail`` <Timestamp> ``}``, if that is
+    a JSON object with SageMaker's six keys in order and string values; else None."""
+    try:
+        obj = json.loads(head + b"0" + tail + b"0}")
+    except ValueError:
+        return None
+    if not isinstance(obj, dict) or list(obj) != _FIELDS:
+        return None
+    strings = (obj["Type"], obj["Name"], obj["Dimension"], obj["NodeId"])
+    if not all(isinstance(x, str) for x in strings):
+        return None
+    return strings
+
+
+def decode_regular(data: bytes, end: int) -> RegularLines | None:
+    """Decode ``data[:end]`` (``\\n``-ended lines) if every line has SageMaker's shape, else None."""
+    if end == 0 or data[end - 1] != _NEWLINE:
+        return None
+    a = np.frombuffer(data, dtype=np.uint8, count=end)
+    found = np.flatnonzero((a == _COLON) | (a == _NEWLINE))
+    if len(found) % 7:
+        return None
+    n = len(found) // 7
+    marks = found.reshape(n, 7)  # six colons, then the newline, per line
+    ends, colons = marks[:, 6], marks[:, :6]
+    if not ((a[ends] == _NEWLINE).all() and (a[colons] == _COLON).all()):
+        return None  # a line without its six colons (a blank line, a colon inside a string)
+    starts = np.empty(n, dtype=np.int64)
+    starts[0] = 0
+    starts[1:] = ends[:-1] + 1
+    if not ((a[starts] == ord("{")).all() and (a[ends - 1] == ord("}")).all()):
+        return None
+    padded = np.concatenate([a, np.zeros(_PAD, dtype=np.uint8)])
+    value_start = _skip_space(a, colons[:, 3] + 1)
+    value_end = colons[:, 4] - len(b'"NodeId"') - 1
+    value_end = value_end - (a[value_end] == _SPACE)
+    time_start = _skip_space(a, colons[:, 5] + 1)
+    values = parse_numbers(padded, value_start, value_end)
+    timestamps = parse_numbers(padded, time_start, ends - 1, repeats=True)
+    if values is None or timestamps is None:
+        return None
+    # a line's series: its bytes before the Value number and between the two numbers, grouped by hash
+    # and compared byte for byte with its group's first line, whose bytes are then checked by json
+    head_length, tail_length = value_start - starts, time_start - value_end
+    width_head = -(-int(head_length.max()) // 8) * 8
+    width_tail = -(-int(tail_length.max()) // 8) * 8
+    if width_head + width_tail > _PAD * 8:
+        return None
+    rows = np.concatenate(
+        [_gather(padded, starts, head_length, width_head), _gather(padded, value_end, tail_length, width_tail)],
+        axis=1,
+    )
+    grouping = _group(rows)
+    if grouping is None:
+        return None
+    first, group = grouping
+    groups: list[tuple[str, str, str, str]] = []
+    for line in first.tolist():
+        head = data[starts[line] : value_start[line]]
+        tail = data[value_end[line] : time_start[line]]
+        strings = _check_group(head, tail)
+        if strings is None:
+            return None
+        groups.append(strings)
+    return RegularLines(groups, group, values, timestamps)
+
+
+__all__ = ["RegularLines", "decode_regular", "parse_numbers"]

@@ -1,0 +1,1 @@
+"""Analysis helpers over profiler output (smdebug's ``smdebug.profiler.analysis``)."""

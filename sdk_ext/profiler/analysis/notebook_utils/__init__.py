@@ -1,0 +1,1 @@
+"""Notebook helpers (smdebug's ``smdebug.profiler.analysis.notebook_utils``)."""

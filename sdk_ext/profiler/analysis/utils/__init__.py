@@ -1,0 +1,1 @@
+"""Frames and merges of profiler output (smdebug's ``smdebug.profiler.analysis.utils``)."""

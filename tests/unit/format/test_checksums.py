@@ -1,0 +1,102 @@
+"""sdk_ext's checksums in index files (sdk_ext.format.checksums, docs/FORMAT.md)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from sdk_ext.exceptions import IndexReaderException
+from sdk_ext.format import checksums
+from sdk_ext.format.checksums import crc32c
+from sdk_ext.format.index import (
+    IndexFile,
+    ShapeEntry,
+    TensorEntry,
+    encode_index,
+    encode_index_parts,
+    parse_index,
+)
+from sdk_ext.modes import ModeKeys
+from sdk_ext.trials.index.step_files import StepFileParser
+
+EVENT = "events/000000000007/000000000007_worker_0.tfevents"
+INDEX = IndexFile(ModeKeys.EVAL, 3, EVENT, (TensorEntry("a", 0, 100), TensorEntry("b", 100, 60), TensorEntry("a", 160, 90)),
+                  (ShapeEntry("a", "a", (3, 4)),))
+CHECKS = (0xDEADBEEF, [1, 0xFFFFFFFF, 0x0A0B0C0D])
+
+
+def test_crc32c_known_answer_over_any_buffer() -> None:
+    data = b"123456789"
+    assert crc32c(data) == 0xE3069283
+    assert crc32c(memoryview(data)) == crc32c(bytearray(data)) == crc32c(np.frombuffer(data, np.uint8).data)
+    assert crc32c(data[4:], crc32c(data[:4])) == 0xE3069283  # continuing a CRC
+
+
+def test_the_checksums_are_one_key_in_meta_and_strip_to_smdebugs_bytes() -> None:
+    doc = encode_index(INDEX, checks=CHECKS)
+    meta = json.loads(doc)["meta"]
+    assert list(meta) == ["mode", "mode_step", "event_file_name", "sdk_ext_crc32c"]
+    value = meta["sdk_ext_crc32c"]
+    assert value[:32] == "deadbeef00000001ffffffff0a0b0c0d" and len(value) == 40
+    assert checksums.strip(doc) == encode_index(INDEX)
+    parsed = parse_index(doc, key="k")
+    assert parsed.checks is not None and parsed.checks.file == 0xDEADBEEF
+    assert [parsed.checks.record(k) for k in range(parsed.checks.count)] == CHECKS[1]
+    head, tail = encode_index_parts(INDEX, checks=CHECKS)
+    assert head + tail == doc and head.endswith(b'"}, ')
+
+
+def test_the_index_checksum_covers_the_document_rotated() -> None:
+    doc = encode_index(INDEX, checks=CHECKS)
+    span = checksums.locate(doc)
+    assert span is not None
+    start, end = span
+    claimed = int(doc[end - 8 : end], 16)
+    assert crc32c(doc[end:] + doc[: end - 8]) == claimed
+
+
+def test_every_flipped_bit_of_an_index_document_is_refused() -> None:
+    doc = encode_index(INDEX, checks=CHECKS)
+    parser = StepFileParser()
+    parser.parse(doc, key="ok", step=7, worker="worker_0")  # the memo of its tail is warm from here on
+    for at in range(len(doc)):
+        for bit in range(8):
+            damaged = bytearray(doc)
+            damaged[at] ^= 1 << bit
+            with pytest.raises(IndexReaderException, match="flip"):
+                parse_index(bytes(damaged), key="flip")
+            with pytest.raises(IndexReaderException, match="flip"):
+                parser.parse(bytes(damaged), key="flip", step=7, worker="worker_0")
+
+
+def test_parse_and_parse_parts_agree_and_give_each_record_its_checksum() -> None:
+    head, tail = encode_index_parts(INDEX, checks=CHECKS)
+    parser = StepFileParser()
+    whole = parser.parse(head + tail, key="k", step=7, worker="worker_0")
+    parts = parser.parse_parts(head, tail, key="k", step=7, worker="worker_0")
+    for sf in (whole, parts):
+        assert sf.checks is not None and sf.checks.file == CHECKS[0]
+        assert [sf.record_crc(s) for s in (0, 100, 160, 5)] == [*CHECKS[1], None]
+        assert sf.raw["a"] == (160, 90)  # the last entry of a name wins, as in smdebug
+    damaged_head = head.replace(b'"mode_step": 3', b'"mode_step": 4')
+    with pytest.raises(IndexReaderException, match="does not match"):
+        parser.parse_parts(damaged_head, tail, key="k", step=7, worker="worker_0")  # the tail's memo is warm
+
+
+def test_a_shapes_only_step_carries_the_index_checksum_alone() -> None:
+    index = IndexFile(ModeKeys.TRAIN, 0, None, (), (ShapeEntry("t", "t", (7, 5)),))
+    doc = encode_index(index, checks=(None, []))
+    assert len(json.loads(doc)["meta"]["sdk_ext_crc32c"]) == 8
+    assert parse_index(doc, key="k").checks is not None
+    with pytest.raises(ValueError, match="record CRCs"):
+        encode_index(INDEX, checks=(1, [2]))
+
+
+def test_unknown_keys_are_damage_not_data() -> None:
+    doc = encode_index(INDEX)
+    with pytest.raises(IndexReaderException, match="unexpected top-level"):
+        parse_index(doc.replace(b'"tensor_payload"', b'"tensor_paylaad"'), key="k")
+    with pytest.raises(IndexReaderException, match="unexpected keys in meta"):
+        parse_index(encode_index(INDEX, checks=CHECKS).replace(b"sdk_ext_crc32c", b"sdk_ext_crc33c"), key="k")

@@ -4,8 +4,9 @@ PYTHON ?= python3
 VENV ?= .venv
 SMDEBUG_VENV ?= .venv-smdebug
 PY := $(VENV)/bin/python
-# keras,tensorflow: the Keras hook's tests run on the torch and the TensorFlow backend, in this one venv
-EXTRAS ?= pytorch,xgboost,keras,tensorflow,infra,sagemaker,test,dev
+# keras,tensorflow: the Keras hook's tests run on the torch and the TensorFlow backend, in this one venv;
+# profiler: the system monitor (psutil, nvidia-ml-py)
+EXTRAS ?= pytorch,profiler,xgboost,keras,tensorflow,infra,sagemaker,test,dev
 PIP_QUIET ?= -q
 
 .PHONY: all venv smdebug-venv smdebug-venv-torch cdk-cli test demo bench lint clean

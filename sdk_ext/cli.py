@@ -8,8 +8,9 @@
 
 A script that imports torch gets the hook without code changes (``--no-zero-change`` opts out).
 Progress is shown on a terminal only; piped or in CI, the output is just the result. Exit codes:
-0 success, 1 the job failed or saved nothing for its rules, 2 bad usage or input (nothing started),
-3 (``rules``) a rule found issues, 130 interrupted (the summary and report are still written).
+0 success, 1 the job failed (a full disk included) or saved nothing for its rules, 2 bad usage or input
+(nothing started), 3 (``rules``) a rule found issues, 130 interrupted (143 by SIGTERM; the summary and report
+are still written).
 """
 
 from __future__ import annotations

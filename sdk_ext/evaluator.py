@@ -92,6 +92,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--poll-interval", type=float, default=DEFAULT_POLL_INTERVAL,
                    help=f"seconds between checks for new steps (default {DEFAULT_POLL_INTERVAL})")
     p.add_argument("--no-actions", action="store_true", help="never run actions (also SDK_EXT_RULE_ACTIONS=0)")
+    p.add_argument("--wait-timeout", type=float, metavar="SECONDS",
+                   help="give up waiting for the trial's first data after this long (default: wait until the "
+                   "training job ends, as SageMaker's evaluator does)")
     return p
 
 
@@ -99,6 +102,8 @@ def _parameters_from_args(args: argparse.Namespace) -> dict[str, str]:
     """RuleParameters from --param plus the flags; a flag contradicting a --param is an error."""
     if not args.poll_interval > 0:
         raise UsageError(f"--poll-interval {args.poll_interval!r}: must be a positive number of seconds")
+    if args.wait_timeout is not None and not args.wait_timeout >= 0:
+        raise UsageError(f"--wait-timeout {args.wait_timeout!r}: must be a number of seconds >= 0")
     params: dict[str, str] = {}
     for item in args.param:
         key, sep, value = item.partition("=")
@@ -156,6 +161,7 @@ def _container_config() -> tuple[dict[str, str], argparse.Namespace]:
         rule_configuration_name=os.environ.get("RULE_CONFIGURATION_NAME"),
         poll_interval=float(os.environ.get("RULE_POLL_INTERVAL", DEFAULT_POLL_INTERVAL)),
         no_actions=False,
+        wait_timeout=None,
     )
     return {str(k): _as_parameter_string(v) for k, v in params.items()}, args
 
@@ -177,6 +183,7 @@ class Evaluator:
     def __init__(self, output_dir: str, name: str | None, *, container: bool) -> None:
         self.output_dir, self.name, self.container = output_dir, name or "", container
         self.phase = "running"  # then "final" (status written; signals ignored) or "actions"
+        self.unwritten: OSError | None = None  # why the last status could not be written, if it could not
 
     def report(self, status: str, details: str = "", step: int | None = None) -> int:
         from sdk_ext.rules.status import FINAL_STATUSES, RuleStatus, write_status
@@ -186,7 +193,13 @@ class Evaluator:
             signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
         try:
             record = RuleStatus(self.name or "unknown", status, details, step)
-            write_status(self.output_dir, record)
+            try:
+                write_status(self.output_dir, record)
+                self.unwritten = None
+            except OSError as err:  # e.g. a full disk: the exit code still carries the outcome
+                self.unwritten = err
+                logger.error("rule %s: could not write %s (%s); the status %s is in the exit code (%d)",
+                             self.name, Path(self.output_dir) / "status.json", err, status, record.exit_code)
             if final:
                 self.phase = "final"
                 if self.container:
@@ -210,11 +223,17 @@ def _write_message(text: str) -> None:
 
 
 def _fetch_source(source: str, scratch: str) -> str:
-    """A local path for a custom rule source given as a path, file:// or s3:// URI."""
-    if source.startswith("file://"):
-        return source[len("file://"):]
+    """A local path for a custom rule source given as a path, file:// (percent-decoded) or s3:// URI."""
+    from sdk_ext.storage.uris import local_path
+
+    try:
+        path = local_path(source)
+    except ValueError as err:
+        raise UsageError(f"source_s3_uri: {err}") from err
+    if path is not None:
+        return path
     if not source.startswith("s3://"):
-        return source
+        raise UsageError(f"source_s3_uri {source!r}: give a local path, a file:// URI or an s3:// URI")
     from sdk_ext.storage import open_storage
 
     prefix, _, name = source.rpartition("/")
@@ -224,8 +243,9 @@ def _fetch_source(source: str, scratch: str) -> str:
 
 
 def _open_trial(path: str, name: str, start: int, poll_interval: float, *, wait: bool = True,
-                stop_signal: Any = None) -> Any:
-    """create_trial, waiting (with ``wait``, as long as the job has not ended) for its first data.
+                stop_signal: Any = None, wait_timeout: float | None = None) -> Any:
+    """create_trial, waiting (with ``wait``, as long as the job has not ended, and at most
+    ``wait_timeout`` seconds when given) for its first data.
 
     Other trials are finished jobs: they are not waited for beyond the reader's own timeout.
 
@@ -248,12 +268,16 @@ def _open_trial(path: str, name: str, start: int, poll_interval: float, *, wait:
 
         storage = StopSignalStorage(storage, stop_signal)
     warned = False
+    deadline = None if wait_timeout is None else time.monotonic() + wait_timeout
     while True:
         try:
             return create_trial(storage, name=name, range_steps=(start, None), options=options)
-        except MissingCollectionFiles:
+        except MissingCollectionFiles as err:
             if not wait or storage.exists(END_OF_JOB):
                 raise
+            if deadline is not None and time.monotonic() >= deadline:
+                raise MissingCollectionFiles(f"no data appeared under {path} within {wait_timeout:g} s "
+                                             f"(--wait-timeout); is it the trial's path? ({err})") from err
             if not warned:
                 logger.info("waiting for the training job to write its first data under %s", path)
                 warned = True
@@ -290,7 +314,7 @@ def run(args: argparse.Namespace, params: dict[str, str], evaluator: Evaluator) 
         try:
             stop_signal = StopSignal.from_env(os.environ)
             base = _open_trial(args.trial_dir, "base_trial", request.start_step, args.poll_interval,
-                               stop_signal=stop_signal)
+                               stop_signal=stop_signal, wait_timeout=getattr(args, "wait_timeout", None))
             others = [_open_trial(p, f"other_trial_{i}", request.start_step, args.poll_interval, wait=False)
                       for i, p in enumerate(request.other_trials)]
         except MissingCollectionFiles as err:

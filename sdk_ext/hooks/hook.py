@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import atexit
 import difflib
+import inspect
 import logging
 import os
 import time
@@ -37,7 +38,7 @@ import numpy as np
 
 from sdk_ext.format.collection_file import CollectionsFile
 from sdk_ext.format.events import to_numpy
-from sdk_ext.hooks import registry
+from sdk_ext.hooks import registry, termination
 from sdk_ext.hooks.collections import (
     BUILTIN_REGEXES,
     KNOWN_NAMES,
@@ -52,6 +53,9 @@ from sdk_ext.hooks.reduction_config import RAW_ONLY, ReductionConfig
 from sdk_ext.hooks.save_config import SaveConfig, SaveConfigMode
 from sdk_ext.hooks.step_counter import StepCounter
 from sdk_ext.hooks.step_lifecycle import HookSteps, guarded
+from sdk_ext.modes import ModeKeys
+from sdk_ext.profiler.config import ProfilingConfig
+from sdk_ext.profiler.timeline import StepTimeline
 from sdk_ext.storage import Storage
 
 logger = logging.getLogger(__name__)
@@ -105,6 +109,8 @@ class Hook(HookSteps):
     builtin_collections: dict[str, tuple[str, ...]] = BUILTIN_REGEXES
     #: Always saved (smdebug's default_include_collections).
     default_include_collections: tuple[str, ...] = (CollectionKeys.LOSSES,)
+    #: The mode the step timeline records GLOBAL-mode steps as (None: not recorded).
+    timeline_global_mode: ModeKeys | None = ModeKeys.GLOBAL
 
     def __init__(
         self,
@@ -174,6 +180,7 @@ class Hook(HookSteps):
         self._explicit_steps = False
         self._steps = StepCounter()
         self._in_step = False
+        self._timeline: StepTimeline | None = None
         #: The debughookconfig.json this hook was created from (``create_from_json_file``), resolved.
         self.config_file: str | None = None
         registry.register(self)
@@ -352,7 +359,11 @@ class Hook(HookSteps):
             self._fail("close")
         finally:
             self._disabled = True
+            if self._timeline is not None:
+                self._timeline.close()  # never raises
             registry.forget(self)
+            if termination.pending is not None:  # a SIGTERM waited for this close to end
+                termination.leaving(inspect.currentframe())
 
     def _get_worker_name(self) -> str:
         """This process's worker name, ``worker_{rank}`` (smdebug's name for it; also :attr:`worker`)."""
@@ -391,7 +402,26 @@ class Hook(HookSteps):
                 self.storage, worker=self.worker, collections=self._collections_file, clock=self._clock,
                 tensorboard_dir=tb_dir,
             )
+        if not self.dry_run:
+            self._start_timeline(rank if size > 1 else None)
         atexit.register(_close_at_exit, weakref.ref(self))
+        termination.watch(self)  # a stop (SIGTERM) writes the open step too
+
+    def _start_timeline(self, rank: int | None) -> None:
+        """With profiling on (the job's profilerconfig.json), record each step in the step timeline."""
+        from sdk_ext.profiler import timeline
+
+        try:
+            made = timeline.from_config(rank, global_mode_as=self.timeline_global_mode)
+            if made is not None:
+                self._timeline = made[0]
+                self._add_step_observers(made[0], made[1])
+        except Exception:  # noqa: BLE001 - profiling must not stop saving tensors, nor training
+            logger.exception("sdk_ext hook: the step timeline could not start; steps are not timed")
+            self._timeline = None
+
+    def _add_step_observers(self, timeline: StepTimeline, settings: ProfilingConfig) -> None:
+        """Frameworks add what runs over a window of steps (PyTorch: the detailed profiling window)."""
 
     def _distributed_info(self) -> tuple[int, int]:
         """(rank, world size) as the framework sees it; frameworks override."""
@@ -450,5 +480,7 @@ class DetachedHook:
 def _do_nothing(*args: Any, **kwargs: Any) -> None:
     return None
 
+
+termination.ENTRY_POINTS.add(Hook.close.__code__)  # a SIGTERM during close() waits for it (termination.py)
 
 __all__ = ["SCALAR_PREFIX", "DetachedHook", "Hook", "guarded"]

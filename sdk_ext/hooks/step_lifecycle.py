@@ -14,16 +14,19 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 import logging
 import sys
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 from sdk_ext.exceptions import SMDebugValueError
+from sdk_ext.hooks import termination
 from sdk_ext.hooks.output import TrialOutput
 from sdk_ext.hooks.policy import SavePolicy
 from sdk_ext.hooks.step_counter import Step, StepCounter
 from sdk_ext.modes import ModeKeys
+from sdk_ext.profiler.timeline import StepTimeline
 
 logger = logging.getLogger(__name__)
 
@@ -42,8 +45,14 @@ def guarded(method: F) -> F:
         except Exception:  # noqa: BLE001 - everything; training must go on
             self._fail(method.__name__)
             return None
+        finally:
+            if termination.pending is not None:  # a SIGTERM waited for this call to end
+                termination.leaving(inspect.currentframe())
 
     return wrapper  # type: ignore[return-value]
+
+
+termination.ENTRY_POINTS.add(guarded(lambda self: None).__code__)  # every guarded method shares this code
 
 
 class StepNumber(int):
@@ -78,6 +87,7 @@ class HookSteps:
     _in_step: bool
     _held: list[Any]  # values given before their step was open
     _checked_empty: bool  # the first saved step looked for included collections that match nothing
+    _timeline: StepTimeline | None  # profiling on: each step's start and duration (sdk_ext.profiler.timeline)
 
     def _setup_worker(self) -> None:
         """Resolve rank and world size at the first step; open the output if this worker writes."""
@@ -176,6 +186,8 @@ class HookSteps:
         if not self._worker_ready:
             self._setup_worker()
         step = self._steps.next(global_step)
+        if self._timeline is not None:
+            self._timeline.begin(step)
         self._in_step = True
         self._open_current_step(step)
         if self._held:
@@ -199,6 +211,8 @@ class HookSteps:
         self._open_current_step(self._steps.current)
 
     def _end_step(self) -> None:
+        if self._timeline is not None:
+            self._timeline.end()
         self._in_step = False
         if self._out is not None and self._out.step_open:
             changed, self.policy.names_changed = self.policy.names_changed, False

@@ -25,10 +25,6 @@ def __getattr__(name: str) -> Any:
         from sdk_ext.keras.hook import KerasHook
 
         return KerasHook
-    if name == "create_trial":  # smdebug.tensorflow.create_trial
-        from sdk_ext.trials import create_trial
-
-        return create_trial
     raise AttributeError(f"module 'sdk_ext.keras' has no attribute {name!r}")
 
 
@@ -41,7 +37,6 @@ __all__ = [
     "ReductionConfig",
     "SaveConfig",
     "SaveConfigMode",
-    "create_trial",
     "del_hook",
     "get_hook",
     "modes",

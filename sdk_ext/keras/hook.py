@@ -73,6 +73,9 @@ class KerasHook(keras.callbacks.Callback, BaseHook):  # type: ignore[misc]
     ``save_all``, ``include_workers``), positional in smdebug's order.
     """
 
+    #: The per-epoch metrics steps (GLOBAL mode) are no training steps: the step timeline skips them.
+    timeline_global_mode = None
+
     builtin_collections = names.KERAS_COLLECTIONS
     default_include_collections = (CollectionKeys.METRICS, CollectionKeys.LOSSES, CollectionKeys.SM_METRICS)
 

@@ -37,6 +37,8 @@ from sdk_ext.hooks.collections import change_count
 from sdk_ext.hooks.hook import Hook as BaseHook
 from sdk_ext.hooks.hook import guarded
 from sdk_ext.hooks.policy import TensorPlan
+from sdk_ext.profiler.config import ProfilingConfig
+from sdk_ext.profiler.timeline import StepTimeline
 from sdk_ext.pytorch.extensions import CUSTOM_MODULE_PATH, ExtensionPoints, check_overrides
 from sdk_ext.pytorch.tensors import iter_tensors, to_numpy, torch_reductions
 
@@ -166,6 +168,12 @@ class Hook(ExtensionPoints, BaseHook):
 
     # --- steps -----------------------------------------------------------------------------------
 
+    def _add_step_observers(self, timeline: StepTimeline, settings: ProfilingConfig) -> None:
+        if settings.detailed is not None:  # FrameworkProfile's DetailedProfilingConfig: torch.profiler
+            from sdk_ext.pytorch.detailed import TorchProfilerWindow
+
+            timeline.observers.append(TorchProfilerWindow(settings.detailed, timeline.out_dir, timeline.node))
+
     def _distributed_info(self) -> tuple[int, int]:
         dist = torch.distributed
         if dist.is_available() and dist.is_initialized():
@@ -178,6 +186,8 @@ class Hook(ExtensionPoints, BaseHook):
         if self._quiet and self._quiet_token == (change_count(), self._steps.mode):
             self._quiet -= 1
             self._steps.next()
+            if self._timeline is not None:
+                self._timeline.begin(self._steps.current)
             return
         self._step_start(module)
 

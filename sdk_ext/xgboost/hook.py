@@ -42,6 +42,7 @@ from sdk_ext.hooks.collections import CollectionKeys
 from sdk_ext.hooks.hook import Hook as BaseHook
 from sdk_ext.hooks.hook import guarded
 from sdk_ext.hooks.save_config import SaveConfig
+from sdk_ext.modes import ModeKeys
 from sdk_ext.xgboost import model as xmodel
 from sdk_ext.xgboost.data import to_dmatrix
 
@@ -88,6 +89,8 @@ class Hook(BaseHook, xgb.callback.TrainingCallback):
     # save losses every 10 rounds: steps holding no labels nor predictions, in a trial whose config never
     # asked for them.
     default_include_collections = (K.METRICS,)
+    #: Rounds are GLOBAL-mode steps (as smdebug saved them); the step timeline shows them as training steps.
+    timeline_global_mode = ModeKeys.TRAIN
 
     def __init__(
         self,
@@ -207,6 +210,11 @@ class Hook(BaseHook, xgb.callback.TrainingCallback):
         self._before_training(model)
         return model
 
+    def before_iteration(self, model: Any, epoch: int, evals_log: Any) -> bool:
+        """With profiling on, the round's step in the step timeline starts here. Never asks to stop."""
+        self._round_starts()
+        return False
+
     def after_iteration(self, model: Any, epoch: int, evals_log: Any) -> bool:
         """Save this round (if the save config says so). Never asks to stop training."""
         self._after_iteration(model, epoch, evals_log)
@@ -239,6 +247,13 @@ class Hook(BaseHook, xgb.callback.TrainingCallback):
             self._booster_type = str(config["learner"]["gradient_booster"]["name"])
         except (KeyError, ValueError, TypeError, xgb.core.XGBoostError):
             self._booster_type = "gbtree"
+
+    @guarded
+    def _round_starts(self) -> None:
+        if not self._worker_ready:
+            self._setup_worker()  # the step timeline, if profiling is on, must see the first round start
+        if self._timeline is not None:
+            self._timeline.start_next()
 
     @guarded
     def _after_training(self) -> None:

@@ -52,6 +52,8 @@ ALLOWED_NAMES = {
 ALLOWED = {
     ("sdk_ext/rules/time_limit.py", "os._exit"): "the standard library's documented way to end the process at "
                                                  "once, without cleanup handlers that a stuck rule could block",
+    ("sdk_ext/local/jobs/keeper.py", "os._exit"): "a forked child that failed to exec must end at once, without "
+                                                 "running the keeper's own cleanup (the documented use of _exit)",
     ("sdk_ext/pytorch/zero_change.py", "torch.nn.modules.loss._Loss"): "the base class of every PyTorch loss "
                                                                         "module; torch has no public name for it "
                                                                         "(smdebug's own check uses it too)",
@@ -59,6 +61,8 @@ ALLOWED = {
                                                                  "module it wraps only under this name",
     ("sdk_ext/keras/capture.py", "getattr(optimizer, '_trainable_variables')"): "Keras 3's optimizer keeps the "
         "variables it was built for only under this name; read (with a default) when apply() is called without them",
+    ("sdk_ext/keras/names.py", "getattr(optimizer, '_trainable_variables')"): "the same Keras 3 attribute: the "
+        "variables an optimizer updates, which its slots (Adam's m, v) are named after; only the rest is its own state",
     ("sdk_ext/keras/tape.py", "getattr(tape, '_push_tape')"): "tf.GradientTape starts recording in this method "
         "(entered by `with tape:`); wrapping it is how a custom loop's step begins, as smdebug's wrap_tape did",
 }

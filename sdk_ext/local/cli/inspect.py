@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -118,7 +119,9 @@ def trial_command(args: argparse.Namespace, console: Console) -> int:
         "path": str(trial_path), "workers": trial.workers(), "steps": len(steps),
         "first_step": steps[0] if steps else None, "last_step": steps[-1] if steps else None,
         "modes": _modes(trial, trial.steps()),
-        "collections": {n: sorted(c.tensor_names) for n, c in sorted(trial.collections().items())},
+        # a collection's tensors as tensor_names(collection=...) finds them: its include_regex matches too,
+        # not only the names listed in the collections file
+        "collections": {n: sorted(t for t in names if c.matches(t)) for n, c in sorted(trial.collections().items())},
         "tensors": {},
     }
     for i, name in enumerate(names):
@@ -158,38 +161,26 @@ def _num(value: Any) -> str:
 
 # --- rules ------------------------------------------------------------------------------------------
 
-def rules_command(args: argparse.Namespace, console: Console) -> int:
-    from sdk_ext.trials import create_trial
-
-    if not args.rule and not args.custom_rule:
-        raise ConfigError("name at least one --rule NAME or --custom-rule FILE.py:CLASS", where="arguments")
-    trial_path, _, _ = locate(_existing(args.path))
-    request = build_request(script=None, base={"TrainingJobName": "sdk-ext-rules"}, job_name=None, rules=args.rule,
-                            rule_params=args.rule_param, custom_rules=args.custom_rule)
-    extra: list[str] = []
-    if not args.live:
-        steps = create_trial(trial_path, timeout=5.0).steps()
-        if not steps:
-            raise ConfigError(f"the trial at {trial_path} has no saved steps", where="arguments")
-        extra = ["--end-step", str(steps[-1] + 1)]
+def _evaluate(request: dict[str, Any], trial_path: str, root: Path, extra: list[str],
+              console: Console) -> dict[str, rule_jobs.StatusFile]:
+    """One evaluator per rule over the trial, each with its status file and log in ``root/<rule>``."""
     evaluator = deployment.evaluator_command()
     env = rule_jobs.evaluator_env(os.environ, deployment.child_pythonpath(os.environ.get("PYTHONPATH")))
-    root = args.output_dir or Path(tempfile.mkdtemp(prefix="sdk-ext-rules-"))
     procs: list[rule_jobs.RuleProcess] = []
-    for rule in request["DebugRuleConfigurations"]:
-        name = rule["RuleConfigurationName"]
-        out = root / name
-        out.mkdir(parents=True, exist_ok=True)
-        argv = rule_jobs.evaluator_argv(python=sys.executable, evaluator=evaluator, trial_dir=trial_path,
-                                        output_dir=out, rule_configuration_name=name,
-                                        rule_parameters=rule_jobs.describe_rule_parameters(rule),
-                                        poll_interval=0.2, extra=extra)
-        child = Child(f"rule {name}", argv, env=env, cwd=out, log_path=out / "evaluator.log",
-                      parent_death_signal=signal.SIGKILL)
-        child.start()
-        procs.append(rule_jobs.RuleProcess(name, child, out))
     results: dict[str, rule_jobs.StatusFile] = {}
     try:
+        for rule in request["DebugRuleConfigurations"]:
+            name = rule["RuleConfigurationName"]
+            out = root / name
+            out.mkdir(parents=True, exist_ok=True)
+            argv = rule_jobs.evaluator_argv(python=sys.executable, evaluator=evaluator, trial_dir=trial_path,
+                                            output_dir=out, rule_configuration_name=name,
+                                            rule_parameters=rule_jobs.describe_rule_parameters(rule),
+                                            poll_interval=0.2, extra=extra)
+            child = Child(f"rule {name}", argv, env=env, cwd=out, log_path=out / "evaluator.log",
+                          parent_death_signal=signal.SIGKILL)
+            child.start()
+            procs.append(rule_jobs.RuleProcess(name, child, out))
         while len(results) < len(procs):
             for p in procs:
                 code = p.child.poll()
@@ -200,6 +191,32 @@ def rules_command(args: argparse.Namespace, console: Console) -> int:
     finally:
         stop_all([p.child for p in procs], 2.0)
         console.done()
+    return results
+
+
+def rules_command(args: argparse.Namespace, console: Console) -> int:
+    from sdk_ext.trials import create_trial
+
+    if not args.rule and not args.custom_rule:
+        raise ConfigError("name at least one --rule NAME or --custom-rule FILE.py:CLASS", where="arguments")
+    trial_path, _, _ = locate(_existing(args.path))
+    if not trial_path.startswith("s3://"):
+        trial_path = os.path.abspath(trial_path)  # every relative path is the caller's: evaluators run elsewhere
+    request = build_request(script=None, base={"TrainingJobName": "sdk-ext-rules"}, job_name=None, rules=args.rule,
+                            rule_params=args.rule_param, custom_rules=args.custom_rule)
+    extra: list[str] = []
+    if not args.live:
+        steps = create_trial(trial_path, timeout=5.0).steps()
+        if not steps:
+            raise ConfigError(f"the trial at {trial_path} has no saved steps", where="arguments")
+        # a saved trial: its data is there already, so the evaluators need not wait for it
+        extra = ["--end-step", str(steps[-1] + 1), "--wait-timeout", "10"]
+    with contextlib.ExitStack() as scratch:
+        if args.output_dir is not None:
+            root = args.output_dir.resolve()
+        else:  # nobody asked to keep the status files: nothing is left behind
+            root = Path(scratch.enter_context(tempfile.TemporaryDirectory(prefix="sdk-ext-rules-")))
+        results = _evaluate(request, trial_path, root, extra, console)
     rows = [{"RuleConfigurationName": n, "RuleEvaluationStatus": s.status, "Step": s.step,
              "StatusDetails": s.details} for n, s in results.items()]
     if args.json:

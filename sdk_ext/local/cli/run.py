@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -11,6 +13,7 @@ from typing import Any
 from sdk_ext.exceptions import ConfigError
 from sdk_ext.local.cli.console import Console
 from sdk_ext.local.jobs.client import LocalSageMakerClient
+from sdk_ext.local.jobs.disk import DiskFullError
 from sdk_ext.local.jobs.runner import LocalSettings
 from sdk_ext.local.request.from_options import build_request
 
@@ -45,6 +48,10 @@ def add_parser(sub: Any) -> None:
                       "as SageMaker's framework containers do)")
     zero.add_argument("--no-zero-change", dest="zero_change", action="store_const", const=False,
                       help="run the script as it is: only the hook its own code creates saves data")
+    p.add_argument("--profile", nargs="?", const=500, type=int, metavar="MS",
+                   help="profile the job: sample CPU, memory, disk, network and GPUs every MS milliseconds (100, "
+                        "200, 500 (default), 1000, 5000 or 60000) into <job dir>/profiler-output, and time each "
+                        "step; write it --profile=MS")
     p.add_argument("--no-auto-stop", action="store_true", help="do not deliver events to the auto-stop handler")
     p.add_argument("--stop-grace", type=float, default=10.0, help="seconds from SIGTERM to SIGKILL (default 10)")
     p.add_argument("--rule-timeout", type=float, default=60.0,
@@ -65,29 +72,42 @@ def run(args: argparse.Namespace, console: Console) -> int:
     base = json.loads(args.request.read_text(encoding="utf-8")) if args.request else None
     if base is not None and not isinstance(base, dict):
         raise ConfigError(f"{args.request} must hold a JSON object (CreateTrainingJob parameters)", where="arguments")
-    save_interval = args.save_interval
-    if save_interval is None and args.script is not None and base is None:
-        save_interval = DEFAULT_SAVE_INTERVAL
+    # a script run alone saves every DEFAULT_SAVE_INTERVAL steps where no option says otherwise
+    default_interval = DEFAULT_SAVE_INTERVAL if args.script is not None and base is None else None
     request = build_request(
         script=args.script, base=base, job_name=args.job_name, rules=args.rule, rule_params=args.rule_param,
         custom_rules=args.custom_rule, collections=args.collection, collection_params=args.collection_param,
-        hook_params=args.hook_param, hyperparameters=args.hyperparameter, save_interval=save_interval)
+        hook_params=args.hook_param, hyperparameters=args.hyperparameter, save_interval=args.save_interval,
+        default_save_interval=default_interval, profile_ms=args.profile)
     _refuse_bad_hook_config(request, args)
     echo = console.result if args.verbose and not args.quiet else console.echo
     settings = LocalSettings(jobs_root=args.jobs_dir, stop_grace=args.stop_grace, rule_timeout=args.rule_timeout,
                              auto_stop=not args.no_auto_stop, output=echo)
     client = LocalSageMakerClient(settings)
-    runner = client.prepare_job(request, script_args=args.script_args, zero_change=args.zero_change)
+    try:
+        runner = client.prepare_job(request, script_args=args.script_args, zero_change=args.zero_change)
+    except DiskFullError as err:  # the environment failed, not the input: exit as a failed job does
+        console.done()
+        sys.stderr.write(f"sdk-ext: {err}; nothing was started\n")
+        return 1
     console.status(f"{runner.name}: starting")
     watcher = _Watcher(runner, console)
     watcher.start()
-    interrupted = False
+    interrupted: str | None = None
+    signalled: list[str] = []
+
+    def on_sigterm(signum: int, frame: object) -> None:  # `kill PID` stops the job as Ctrl-C does
+        signalled.append("SIGTERM")
+        raise KeyboardInterrupt("SIGTERM")
+
+    previous = signal.signal(signal.SIGTERM, on_sigterm)
     try:
         final = runner.run()
     except KeyboardInterrupt:  # the runner stopped the job and ended every child; say what was saved
-        interrupted = True
+        interrupted = signalled[0] if signalled else "Ctrl-C"
         final = runner.job.describe()
     finally:
+        signal.signal(signal.SIGTERM, previous)
         watcher.stop()
         console.done()
     report_path = None
@@ -110,8 +130,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
         for line in summary_lines(final, runner.dir.root, report_path):
             console.result(line)
     if interrupted:
-        console.result("interrupted (Ctrl-C): the job was stopped")
-        return 130
+        console.result(f"interrupted ({interrupted}): the job was stopped")
+        return 143 if interrupted == "SIGTERM" else 130
     status = final["TrainingJobStatus"]
     if args.expect_status is not None and status != args.expect_status:
         console.result(f"expected the job to end {args.expect_status}, but it ended {status}")

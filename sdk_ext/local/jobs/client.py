@@ -1,4 +1,4 @@
-"""A SageMaker client for local jobs: CreateTrainingJob, DescribeTrainingJob, StopTrainingJob.
+"""A SageMaker client for local jobs: CreateTrainingJob, DescribeTrainingJob, StopTrainingJob, UpdateTrainingJob.
 
 Drop-in for the calls Debugger code makes on ``boto3.client("sagemaker")``: keyword arguments as in
 boto3, responses shaped like SageMaker's, errors raised as botocore ``ClientError`` with SageMaker's
@@ -28,8 +28,10 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from sdk_ext.exceptions import ConfigError
+from sdk_ext.local.jobs.claim import JobExistsError
 from sdk_ext.local.jobs.runner import JobRunner, LocalSettings
 from sdk_ext.local.jobs.state import TERMINAL_JOB_STATUSES, JobStateError
+from sdk_ext.local.request.check import profiler_config_problems
 
 logger = logging.getLogger(__name__)
 
@@ -56,8 +58,9 @@ class LocalSageMakerClient:
         """Register a job and prepare its directory, without starting it.
 
         Raises:
-            ConfigError: the request cannot run locally (the message says why and how to fix it).
-            ClientError: ResourceInUse, a job of that name exists already.
+            ConfigError: the request cannot run locally (the message says why and how to fix it); JobExistsError
+                when its job directory is another run's (in this process or another).
+            ClientError: ResourceInUse, a job of that name exists already in this client.
         """
         runner = JobRunner(request, settings=self.settings, client=self, job_dir=job_dir,
                            entry_point=entry_point, script_args=script_args, zero_change=zero_change)
@@ -89,6 +92,8 @@ class LocalSageMakerClient:
         """
         try:
             runner = self.prepare_job(request)
+        except JobExistsError as err:  # another run (maybe another process) holds the name
+            raise _error("CreateTrainingJob", str(err), "ResourceInUse") from err
         except ConfigError as err:
             raise _error("CreateTrainingJob", str(err)) from err
         thread = threading.Thread(target=self._run_quietly, args=(runner,), name=f"local job {runner.name}",
@@ -130,6 +135,35 @@ class LocalSageMakerClient:
         except JobStateError as err:
             raise _error("StopTrainingJob", str(err)) from err
         return {"ResponseMetadata": {"HTTPStatusCode": 200}}
+
+    def update_training_job(self, *, TrainingJobName: str, ProfilerConfig: dict[str, Any] | None = None,
+                            ProfilerRuleConfigurations: list[dict[str, Any]] | None = None,
+                            **others: Any) -> dict[str, Any]:
+        """UpdateTrainingJob: change profiling of a running job (what sdk_ext.debugger's
+        ``update_profiler_request`` / ``disable_profiling_request`` / ``enable_default_profiling_request`` build).
+
+        The new interval applies from the monitor's next sample (it looks at the job's profilerconfig.json
+        every second); ``DisableProfiler: true`` pauses the monitor and the hooks' step timeline.
+
+        Raises:
+            ClientError: ValidationException for an unknown job, a job not InProgress, an invalid
+                ProfilerConfig, or an update this client does not apply (ResourceConfig, RemoteDebugConfig).
+        """
+        runner = self._runner(TrainingJobName, "UpdateTrainingJob")
+        if others:
+            raise _error("UpdateTrainingJob", f"{', '.join(sorted(others))}: not applied to a local job; this "
+                         "client updates ProfilerConfig and ProfilerRuleConfigurations")
+        if ProfilerConfig is None and not ProfilerRuleConfigurations:
+            raise _error("UpdateTrainingJob", "Nothing to update: give ProfilerConfig and/or "
+                         "ProfilerRuleConfigurations")
+        problems = profiler_config_problems(ProfilerConfig or {}, "ProfilerConfig", update=True)
+        if problems:
+            raise _error("UpdateTrainingJob", "; ".join(problems))
+        try:
+            runner.update_profiler(ProfilerConfig, ProfilerRuleConfigurations)
+        except JobStateError as err:
+            raise _error("UpdateTrainingJob", str(err)) from err
+        return {"TrainingJobArn": runner.arn, "ResponseMetadata": {"HTTPStatusCode": 200}}
 
     def list_training_jobs(self, **_: Any) -> dict[str, Any]:
         """ListTrainingJobs (no filters): every job this client knows."""

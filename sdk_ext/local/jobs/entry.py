@@ -19,13 +19,13 @@ import os
 import re
 import shlex
 import signal
-import tarfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from sdk_ext.exceptions import ConfigError
+from sdk_ext.local.jobs import archive as archive_module
 from sdk_ext.local.jobs import frameworks, layout
 from sdk_ext.local.request import check as request_check
 
@@ -105,13 +105,11 @@ def resolve_command(request: Mapping[str, Any], job_dir: layout.JobDir, *, pytho
 
 
 def _unpack(archive: Path, target: Path) -> Path:
-    if not tarfile.is_tarfile(archive):
+    """A .tar.gz submit directory, unpacked safely (archive.py: nothing of it can land outside ``target``)."""
+    if not archive_module.looks_like_archive(archive):
         raise ConfigError(f"sagemaker_submit_directory {str(archive)!r} is a file but not a tar archive",
                           where="local job")
-    target.mkdir(parents=True, exist_ok=True)
-    with tarfile.open(archive) as tar:
-        tar.extractall(target, filter="data")
-    return target.resolve()
+    return archive_module.extract(archive, target)
 
 
 def _signal_name(number: int) -> str | None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import queue
 import threading
 import uuid
@@ -93,6 +94,8 @@ class EventDispatcher:
         self._queue: queue.Queue[Any] = queue.Queue()
         self._thread: threading.Thread | None = None
         self.delivered = 0
+        self._unlogged: list[str] = []  # lines not in the log yet (only the delivery thread touches it)
+        self._log_failing = False
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="local event delivery", daemon=True)
@@ -115,6 +118,7 @@ class EventDispatcher:
         while True:
             event = self._queue.get()
             if event is self._STOP:
+                self._flush_log()  # a last try (the runner freed its reserve before closing)
                 return
             results = []
             for target in self.targets:
@@ -128,12 +132,40 @@ class EventDispatcher:
                 self._log(event, results)
 
     def _log(self, event: dict[str, Any], results: list[dict[str, Any]]) -> None:
-        line = json.dumps({"event": event, "results": to_json(results)}, default=str)
+        self._unlogged.append(json.dumps({"event": event, "results": to_json(results)}, default=str) + "\n")
+        self._flush_log()
+
+    def _flush_log(self) -> None:
+        """Append the lines not logged yet, whole or not at all; kept for the next try if that fails (a
+        full disk): the log never holds half a line, and loses no event that a later try can write."""
+        if not self._unlogged or self.log_path is None:
+            return
         try:
-            with open(self.log_path, "a", encoding="utf-8") as f:  # type: ignore[arg-type]
-                f.write(line + "\n")
+            append_whole(self.log_path, "".join(self._unlogged).encode("utf-8"))
         except OSError as err:
-            logger.warning("cannot log the event to %s: %s", self.log_path, err)
+            if not self._log_failing:
+                logger.warning("cannot log events to %s (%s); they are kept and written when it can be",
+                               self.log_path, err)
+            self._log_failing = True
+            return
+        self._unlogged.clear()
+        self._log_failing = False
+
+
+def append_whole(path: Path, data: bytes) -> None:
+    """Append ``data`` to ``path`` all at once; on a failure cut the file back to its size before."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        before = os.fstat(fd).st_size
+        try:
+            done = 0
+            while done < len(data):
+                done += os.write(fd, data[done:])
+        except OSError:
+            os.ftruncate(fd, before)
+            raise
+    finally:
+        os.close(fd)
 
 
 def _name(target: Target) -> str:

@@ -7,13 +7,17 @@
       input/config/debughookconfig.json   DebugHookConfig, LocalPath = output/tensors (absolute)
       input/config/tensorboardoutputconfig.json   if TensorBoardOutputConfig is set
       input/config/resourceconfig.json    {"current_host": "algo-1", "hosts": ["algo-1"], ...}
+      input/config/profilerconfig.json    ProfilerConfig, LocalPath = profiler-output (absolute), if the request has one
       input/config/inputdataconfig.json   per channel: TrainingInputMode, S3DistributionType, ...
       input/data/<channel>                a symlink to the channel's local data (file:// or a path)
       model/  output/data/  output/failure (a script may write its failure reason there)
       output/tensors/                     the trial the hook writes and the rules read
       rules/<RuleConfigurationName>/      status.json and evaluator.log of each rule evaluation
       logs/training.log                   the entry point's stdout and stderr
+      profiler-output/                    system/ (the system monitor) and framework/ (the hooks' step timeline)
       request.json  job.json  events.jsonl   the request; DescribeTrainingJob as last seen; every event
+      runner.json                         the claim on the job's name: which runner runs it (claim.py)
+      code/                               a .tar.gz submit directory, unpacked (archive.py)
 
 Container paths in the request (``DebugHookConfig.LocalPath``, ``TensorBoardOutputConfig.LocalPath``)
 under /opt/ml are moved into the job directory.
@@ -21,23 +25,25 @@ under /opt/ml are moved into the job directory.
 The environment is what SageMaker's training toolkit gives a framework container's script
 (``SM_MODEL_DIR``, ``SM_CHANNEL_<NAME>``, ``SM_HPS``, ``SM_HP_<NAME>``, ...) plus ``TRAINING_JOB_NAME``
 and ``TRAINING_JOB_ARN`` (which tell the hook it runs inside a job: the runner, not the hook, then
-writes the end-of-training marker), ``SMDEBUG_CONFIG_FILE_PATH`` / ``TENSORBOARD_CONFIG_FILE_PATH``
-(the hook's config files here instead of /opt/ml) and the request's ``Environment``.
+writes the end-of-training marker), ``SMDEBUG_CONFIG_FILE_PATH`` / ``TENSORBOARD_CONFIG_FILE_PATH`` /
+``SMPROFILER_CONFIG_PATH`` (the hook's config files here instead of /opt/ml) and the request's ``Environment``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
 
 from sdk_ext.format.paths import END_OF_JOB
 from sdk_ext.local.request import check as request_check
+from sdk_ext.storage import uris
 
 logger = logging.getLogger(__name__)
 
@@ -80,6 +86,15 @@ class JobDir:
         return self.root / "logs" / "training.log"
 
     @property
+    def profiler_output(self) -> Path:
+        """Where profiling data goes (what SageMaker uploads to ``<S3OutputPath>/<job>/profiler-output``)."""
+        return self.root / "profiler-output"
+
+    @property
+    def profiler_config(self) -> Path:
+        return self.config / "profilerconfig.json"
+
+    @property
     def job_json(self) -> Path:
         return self.root / "job.json"
 
@@ -109,9 +124,14 @@ class JobDir:
 def write_json(path: Path, value: Any) -> None:
     """Write JSON atomically (temporary file, then rename): a reader never sees half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(value, indent=2, default=str) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")  # one per writer
+    try:
+        tmp.write_text(json.dumps(value, indent=2, default=str) + "\n", encoding="utf-8")
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
 
 
 def write_end_marker(trial_dir: Path) -> None:
@@ -123,13 +143,12 @@ def write_end_marker(trial_dir: Path) -> None:
 
 
 def local_source(uri: str) -> Path | None:
-    """The local path of a ``file://`` URI or a plain path; None for s3:// and other schemes."""
-    parsed = urlparse(uri)
-    if parsed.scheme == "file":
-        return Path(parsed.path)
-    if parsed.scheme == "":
-        return Path(uri)
-    return None
+    """The local path of a ``file://`` URI (percent-decoded) or a plain path; None for s3:// and other schemes."""
+    try:
+        path = uris.local_path(uri)
+    except ValueError:  # a file:// URI of another host
+        return None
+    return None if path is None else Path(path)
 
 
 def decode_hyperparameter(value: str) -> Any:
@@ -173,6 +192,8 @@ def prepare(job_dir: JobDir, request: Mapping[str, Any]) -> dict[str, Path]:
     if board is not None:
         board_dir = job_dir.rebase(board.get("LocalPath"), job_dir.output / "tensorboard")
         write_json(job_dir.config / "tensorboardoutputconfig.json", {**board, "LocalPath": str(board_dir)})
+    if request.get("ProfilerConfig") is not None:
+        write_profiler_config(job_dir, request["ProfilerConfig"])
     resources = request.get("ResourceConfig") or {}
     if int(resources.get("InstanceCount") or 1) > 1:
         logger.warning("job %s asks for %s instances; the local runner runs one", request.get("TrainingJobName"),
@@ -201,6 +222,25 @@ def prepare(job_dir: JobDir, request: Mapping[str, Any]) -> dict[str, Path]:
         channels[name] = target
     write_json(job_dir.config / "inputdataconfig.json", input_config)
     return channels
+
+
+def profiler_dir(job_dir: JobDir, profiler_config: Mapping[str, Any]) -> Path:
+    """The profiler output of a ProfilerConfig: ``profiler-output/`` for SageMaker's default LocalPath
+    (/opt/ml/output/profiler, which SageMaker uploads there), another LocalPath moved into the job dir."""
+    local = (profiler_config.get("ProfilingParameters") or {}).get("LocalPath")
+    if not local or local.rstrip("/") == f"{CONTAINER_ROOT}/output/profiler":
+        return job_dir.profiler_output
+    return job_dir.rebase(local, job_dir.profiler_output)
+
+
+def write_profiler_config(job_dir: JobDir, profiler_config: Mapping[str, Any]) -> Path:
+    """``input/config/profilerconfig.json``: the job's ProfilerConfig as SageMaker gives it to the container
+    (what the hooks and the system monitor read; a rewrite is how a running job learns of UpdateTrainingJob),
+    with ``ProfilingParameters.LocalPath`` inside the job dir. Returns the profiler output directory."""
+    out = profiler_dir(job_dir, profiler_config)
+    parameters = {**(profiler_config.get("ProfilingParameters") or {}), "LocalPath": str(out)}
+    write_json(job_dir.profiler_config, {**profiler_config, "ProfilingParameters": parameters})
+    return out
 
 
 def trial_dir(job_dir: JobDir, request: Mapping[str, Any]) -> Path:
@@ -256,6 +296,10 @@ def training_env(
         env["SMDEBUG_CONFIG_FILE_PATH"] = str(config)
     else:
         env.pop("SMDEBUG_CONFIG_FILE_PATH", None)  # no hook config: no hook, as on SageMaker
+    if job_dir.profiler_config.is_file():
+        env["SMPROFILER_CONFIG_PATH"] = str(job_dir.profiler_config)
+    else:
+        env.pop("SMPROFILER_CONFIG_PATH", None)  # no ProfilerConfig: no profiling, as on SageMaker
     board = job_dir.config / "tensorboardoutputconfig.json"
     if board.is_file():
         env["TENSORBOARD_CONFIG_FILE_PATH"] = str(board)

@@ -1,19 +1,31 @@
-"""Child processes of a local job: started in their own process group, ended as a group, never orphaned.
+"""Child processes of a local job: each program with its whole process tree, ended with the job, never orphaned.
 
-* Each child is the leader of a new session (``start_new_session``), so a stop reaches the whole tree
-  (a training script's data-loader workers too): SIGTERM to the group, then SIGKILL after a grace
-  period.
-* On Linux each child also asks the kernel for a signal when the thread that started it dies
-  (``PR_SET_PDEATHSIG``, set by a tiny exec wrapper before the real program starts): if the runner
-  is killed outright (SIGKILL, OOM), its children end with it instead of living on as orphans. The
-  runner therefore starts every child from the one thread that supervises the job for its whole life.
-* Output goes to a log file (and, line by line, to an optional sink such as the CLI's console).
+On Linux every program runs under a *keeper* (keeper.py, a small process of the standard library only):
+a child subreaper, so that every descendant of the program, a daemon that called ``setsid()`` or
+double-forked included, stays in the keeper's tree, which it ends as a whole:
+
+* a stop (:meth:`Child.terminate`) is SIGTERM to the program's process group and to each descendant
+  that left it; :meth:`Child.kill` has the keeper SIGKILL the whole tree;
+* when the program ends, whatever it left running is killed before the keeper ends as it did (same exit
+  code, or killed by the same signal);
+* when the runner dies, however (Ctrl-C, SIGTERM, SIGKILL, OOM), the kernel tells each keeper
+  (``PR_SET_PDEATHSIG``), which sends its tree the child's ``parent_death_signal`` and SIGKILL
+  ``death_grace`` seconds later: a script that ignores SIGTERM cannot outlive a killed runner. The
+  signal comes when the *thread* that started the keeper ends, so the runner starts every child from
+  the one thread that supervises the job for its whole life.
+
+Elsewhere (no ``prctl``) the program itself is the leader of a new session and the signals go to its
+process group, as before. Output goes to a log file (and, line by line, to an optional sink such as the
+CLI's console). Any number of children, each its own tree: a job may run several (training, rule
+evaluators, a system monitor, one per host or rank).
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -25,24 +37,15 @@ from typing import IO
 
 logger = logging.getLogger(__name__)
 
-# Runs before the real program (same pid, via exec): ask for ``sig`` when the parent dies, and exit at
-# once if it died already (the race between fork and prctl).
-_PDEATHSIG_WRAPPER = (
-    "import ctypes, os, sys\n"
-    "sig, parent = int(sys.argv[1]), int(sys.argv[2])\n"
-    "try:\n"
-    "    ctypes.CDLL(None, use_errno=True).prctl(1, sig, 0, 0, 0)\n"  # 1 = PR_SET_PDEATHSIG
-    "except Exception:\n"
-    "    pass\n"
-    "if os.getppid() != parent:\n"
-    "    sys.exit(128 + sig)\n"
-    "os.execvp(sys.argv[3], sys.argv[3:])\n"
-)
-_HAS_PDEATHSIG = sys.platform.startswith("linux")
+KEEPER = Path(__file__).with_name("keeper.py")
+HAS_KEEPER = sys.platform.startswith("linux")
+_KILL = signal.SIGUSR1  # to the keeper: SIGKILL the whole tree (keeper.py's KILL_SIGNAL)
+_START_TIMEOUT = 60.0  # seconds for the keeper to say whether the program started
+_KEEPER_KILL_GRACE = 10.0  # a keeper asked to kill its tree that is still there after this is itself killed
 
 
 class Child:
-    """One supervised child process (and its process group).
+    """One supervised program, and every process it starts.
 
     Args:
         name: for logs and errors (e.g. ``training`` or ``rule VanishingGradient``).
@@ -51,8 +54,10 @@ class Child:
         cwd: its working directory.
         log_path: stdout and stderr go here (appended).
         sink: also gets each output line (without the newline), e.g. to show training output.
-        parent_death_signal: the signal the child gets if the starting thread dies (Linux); None: none.
-        python: the interpreter that runs the parent-death wrapper.
+        parent_death_signal: what the program's tree gets first if the runner dies: SIGKILL (or None), or
+            e.g. SIGTERM, then SIGKILL after ``death_grace`` seconds (a hook writes its open step on SIGTERM).
+        death_grace: seconds from ``parent_death_signal`` to SIGKILL when the runner died.
+        python: the interpreter that runs the keeper (the standard library is all it needs).
     """
 
     def __init__(
@@ -65,6 +70,7 @@ class Child:
         log_path: Path,
         sink: Callable[[str], None] | None = None,
         parent_death_signal: int | None = signal.SIGKILL,
+        death_grace: float = 5.0,
         python: str = sys.executable,
     ) -> None:
         self.name = name
@@ -74,76 +80,142 @@ class Child:
         self.log_path = log_path
         self.sink = sink
         self.parent_death_signal = parent_death_signal
+        self.death_grace = death_grace
         self.python = python
-        self.process: subprocess.Popen[bytes] | None = None
+        self.process: subprocess.Popen[bytes] | None = None  # the keeper (or, without one, the program)
+        self.program_pid: int | None = None
         self.terminated_at: float | None = None  # monotonic time of the SIGTERM, if one was sent
         self.killed = False
+        self.output_error: OSError | None = None  # the log could not be written (e.g. a full disk)
+        self._killed_at: float | None = None
+        self._keeper = HAS_KEEPER
         self._pump: threading.Thread | None = None
 
     @property
     def pid(self) -> int | None:
-        return None if self.process is None else self.process.pid
+        """The program's pid (not the keeper's)."""
+        return self.program_pid
+
+    @property
+    def keeper_pid(self) -> int | None:
+        return self.process.pid if self.process is not None and self._keeper else None
 
     def start(self) -> None:
-        """Start the child (from the supervising thread; see the module docstring).
+        """Start the program (from the supervising thread; see the module docstring).
 
         Raises:
             OSError: the program could not be started (the message names it).
         """
-        argv = self.argv
-        if self.parent_death_signal is not None and _HAS_PDEATHSIG:
-            argv = [self.python, "-c", _PDEATHSIG_WRAPPER, str(int(self.parent_death_signal)),
-                    str(os.getpid()), *argv]
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")  # noqa: SIM115 (closed by the pump thread or below)
+        report_r = report_w = -1
+        argv = self.argv
+        if self._keeper:
+            report_r, report_w = os.pipe()
+            first = signal.SIGKILL if self.parent_death_signal is None else int(self.parent_death_signal)
+            argv = [self.python, "-I", "-S", str(KEEPER), str(os.getpid()), str(first), repr(float(self.death_grace)),
+                    str(report_w), "--", *self.argv]
         try:
             self.process = subprocess.Popen(
                 argv, env=self.env, cwd=self.cwd, stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE if self.sink else log, stderr=subprocess.STDOUT,
-                start_new_session=True, close_fds=True)
+                start_new_session=True, close_fds=True, pass_fds=(report_w,) if self._keeper else ())
         except OSError as err:
             log.close()
+            for fd in (report_r, report_w):
+                if fd >= 0:
+                    os.close(fd)
             raise OSError(err.errno, f"cannot start {self.name} ({self.argv[0]!r}): {err.strerror}") from err
+        if self._keeper:
+            os.close(report_w)
+            self._await_start(report_r, log)
+        else:
+            self.program_pid = self.process.pid
         if self.sink is None:
             log.close()
             return
         assert self.process.stdout is not None
-        self._pump = threading.Thread(target=_pump, args=(self.process.stdout, log, self.sink),
+        self._pump = threading.Thread(target=_pump, args=(self.process.stdout, log, self.sink, self),
                                       name=f"output of {self.name}", daemon=True)
         self._pump.start()
 
-    def poll(self) -> int | None:
-        """The exit code once the child has ended (negative: killed by that signal), else None.
+    def _await_start(self, report: int, log: IO[bytes]) -> None:
+        """The keeper's one line: ``started PID`` or ``failed ERRNO MESSAGE``."""
+        assert self.process is not None
+        text, deadline = b"", time.monotonic() + _START_TIMEOUT
+        try:
+            while time.monotonic() < deadline:
+                ready, _, _ = select.select([report], [], [], max(0.0, deadline - time.monotonic()))
+                if not ready:
+                    break
+                chunk = os.read(report, 4096)
+                if not chunk:
+                    break
+                text += chunk
+        finally:
+            os.close(report)
+        word, _, rest = text.decode("utf-8", "replace").strip().partition(" ")
+        if word == "started" and rest.isdigit():
+            self.program_pid = int(rest)
+            return
+        self.process.kill()
+        self.process.wait()
+        log.close()
+        if word == "failed":
+            code, _, message = rest.partition(" ")
+            number = int(code) if code.isdigit() else errno.ENOEXEC
+            raise OSError(number, f"cannot start {self.name} ({self.argv[0]!r}): {message or os.strerror(number)}")
+        raise OSError(errno.ECHILD, f"cannot start {self.name} ({self.argv[0]!r}): its keeper ended without "
+                      f"starting it ({text.decode('utf-8', 'replace').strip() or 'no word'}; see {self.log_path})")
 
-        When the child (the group leader) has ended, whatever is left of its process group is killed
-        before the leader is reaped: until then its pid, and so the group id, cannot be reused.
-        """
+    def poll(self) -> int | None:
+        """The exit code once the program has ended and its tree is gone (negative: killed by that signal)."""
         if self.process is None:
             return None
         if self.process.returncode is not None:
             return self.process.returncode
+        if not self._keeper:
+            return self._poll_leader()
+        code = self.process.poll()
+        if code is None:
+            if self._killed_at is not None and time.monotonic() - self._killed_at > _KEEPER_KILL_GRACE:
+                logger.warning("the keeper of %s did not end its processes %.0f s after being asked; killing it",
+                               self.name, _KEEPER_KILL_GRACE)
+                self.process.kill()
+                self._killed_at = None
+            return None
+        if self._pump is not None:
+            self._pump.join(timeout=5)
+        return code
+
+    def _poll_leader(self) -> int | None:
+        """Without a keeper: the leader has ended, so kill what is left of its group, then reap it (until
+        then its pid, and so the group id, cannot be reused)."""
+        assert self.process is not None
         try:
             exited = os.waitid(os.P_PID, self.process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
         except ChildProcessError:  # reaped elsewhere already
             return self.process.wait()
         if exited is None:
             return None
-        self._signal(signal.SIGKILL)  # stragglers: nothing of a job outlives it
+        self._signal_group(signal.SIGKILL)  # stragglers: nothing of a job outlives it
         code = self.process.wait()
         if self._pump is not None:
             self._pump.join(timeout=5)
         return code
 
     def terminate(self) -> None:
-        """SIGTERM to the child's process group (once)."""
+        """SIGTERM to the program's tree (once)."""
         if self.terminated_at is None:
             self.terminated_at = time.monotonic()
-            self._signal(signal.SIGTERM)
+            self._send(signal.SIGTERM)
 
     def kill(self) -> None:
-        """SIGKILL to the child's process group."""
+        """SIGKILL to the program's whole tree."""
         self.killed = True
-        self._signal(signal.SIGKILL)
+        if self._killed_at is None:
+            self._killed_at = time.monotonic()
+        self._send(signal.SIGKILL)
 
     def escalate(self, grace: float, now: float | None = None) -> None:
         """SIGKILL if a SIGTERM was sent more than ``grace`` seconds ago and the child still runs."""
@@ -156,7 +228,7 @@ class Child:
     def stop(self, grace: float, *, poll_interval: float = 0.02) -> int | None:
         """Terminate, wait up to ``grace`` seconds, kill, reap. Returns the exit code.
 
-        The child's whole process group gets the signals, so nothing of it outlives the call.
+        The program's whole tree gets the signals, so nothing of it outlives the call.
         """
         if self.process is None:
             return None
@@ -173,7 +245,18 @@ class Child:
                 time.sleep(poll_interval)
         return code
 
-    def _signal(self, sig: int) -> None:
+    def _send(self, sig: int) -> None:
+        if self.process is None or self.process.returncode is not None:
+            return
+        if not self._keeper:
+            self._signal_group(sig)
+            return
+        try:  # the keeper is our unreaped child: its pid is still its own
+            self.process.send_signal(_KILL if sig == signal.SIGKILL else sig)
+        except ProcessLookupError:
+            pass
+
+    def _signal_group(self, sig: int) -> None:
         if self.process is None:
             return
         try:
@@ -194,18 +277,29 @@ class Child:
             return ""
 
 
-def _pump(stream: IO[bytes], log: IO[bytes], sink: Callable[[str], None]) -> None:
-    """Copy the child's output into its log and, line by line, to the sink."""
+def _pump(stream: IO[bytes], log: IO[bytes], sink: Callable[[str], None], child: Child) -> None:
+    """Copy the child's output into its log and, line by line, to the sink. A log that cannot be written
+    (a full disk) is recorded in ``child.output_error`` and the output still drained: the program never
+    blocks or dies on its stdout."""
     try:
         for line in iter(stream.readline, b""):
-            log.write(line)
-            log.flush()
+            if child.output_error is None:
+                try:
+                    log.write(line)
+                    log.flush()
+                except OSError as err:
+                    child.output_error = OSError(err.errno, err.strerror, str(child.log_path))
+                    logger.error("%s: its log %s cannot be written (%s); its output goes on to the console only",
+                                 child.name, child.log_path, err.strerror)
             try:
                 sink(line.decode("utf-8", "replace").rstrip("\n"))
             except Exception:  # a broken console must not stop the log
                 logger.exception("output sink failed")
     finally:
-        log.close()
+        try:
+            log.close()
+        except OSError:
+            pass  # the buffered rest could not be written either: output_error says so already
         stream.close()
 
 

@@ -1,25 +1,29 @@
 """Run one CreateTrainingJob request on this machine, the way SageMaker would run it.
 
-:class:`JobRunner` prepares the job directory (layout.py), starts one rule evaluator per
-DebugRuleConfiguration and the entry point, supervises them on the calling thread, and keeps the
-job's DescribeTrainingJob state (job.py), which every change turns into a state-change event
-(events.py). The runner ends when training has ended *and* every rule evaluation has ended: no
-child outlives :meth:`JobRunner.run`, whatever happens (a crash or Ctrl-C in the runner included).
+:class:`JobRunner` claims the job's name (claim.py: atomically, ``runner.json``), prepares the job
+directory (layout.py; a ``.tar.gz`` submit directory through archive.py), starts one rule evaluator per
+DebugRuleConfiguration and the entry point, each under its keeper (processes.py), supervises them on
+the calling thread, and keeps the job's DescribeTrainingJob state (state.py), which every change turns
+into a state-change event (events.py). The runner ends when training has ended *and* every rule
+evaluation has ended: nothing a child started outlives :meth:`JobRunner.run`, whatever happens (a crash,
+Ctrl-C or SIGKILL of the runner included; a later reader settles a job whose runner was killed).
 
 What a local request runs, and how a failure reads: entry.py.
 
 End of training: exit code 0 -> Completed; non-zero -> Failed, FailureReason from ``output/failure``
 if the script wrote one, else the training toolkit's ``AlgorithmError: ExecuteUserScriptError`` text
 with the script's last error line; after StopTrainingJob (SIGTERM to the entry point's process
-group, SIGKILL after ``stop_grace``) or ``StoppingCondition.MaxRuntimeInSeconds`` -> Stopped. Then
-the runner writes ``training_job_end.ts`` into the trial (SageMaker does; the hook does not inside a
-job), gives the rules ``rule_timeout`` seconds to finish the steps left, and stops those still running.
+group, SIGKILL after ``stop_grace``) or ``StoppingCondition.MaxRuntimeInSeconds`` -> Stopped; the job
+directory's disk full -> Failed, naming the path (disk.py). Then the runner writes ``training_job_end.ts``
+into the trial (SageMaker does; the hook does not inside a job), gives the rules ``rule_timeout`` seconds
+to finish the steps left, and stops those still running.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import shutil
 import signal
 import sys
 import threading
@@ -30,12 +34,18 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from sdk_ext.exceptions import ConfigError
-from sdk_ext.local.jobs import deployment, frameworks, layout, rule_jobs
+from sdk_ext.local.jobs import deployment, disk, frameworks, layout, rule_jobs
+from sdk_ext.local.jobs.claim import Claim
 from sdk_ext.local.jobs.entry import Command, check_paths, check_request, failure_reason, resolve_command
 from sdk_ext.local.jobs.events import EventDispatcher, Target, state_change_event, to_json
 from sdk_ext.local.jobs.processes import Child, stop_all
-from sdk_ext.local.jobs.state import JobStateError, LocalJob, utc_now
+from sdk_ext.local.jobs.state import (
+    TERMINAL_RULE_STATUSES,
+    JobStateError,
+    LocalJob,
+    profiling_status,
+    utc_now,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -113,9 +123,14 @@ class JobRunner:
         self._wake = threading.Event()
         self._children: list[Child] = []
         self._training: Child | None = None
+        self._monitor: Child | None = None  # the system monitor, while profiling is on
+        self._profiling_changed = True  # the supervisor looks at ProfilerConfig at its next turn
+        self._profiling_ended = False
         self._rules: list[rule_jobs.RuleProcess] = []
         self._command: Command | None = None
         self._channels: dict[str, Path] = {}
+        self._claim: Claim | None = None
+        self._disk = disk.Watch(self.dir.root, self.trial_dir, on_full=self._on_disk_full)
         self._rule_arns = self._arns("DebugRuleConfigurations")
         self.dispatcher = EventDispatcher([], log_path=self.dir.events)
         self.job = LocalJob(self.request, arn=self.arn, rule_arns=self._rule_arns,
@@ -135,12 +150,38 @@ class JobRunner:
     def prepare(self) -> None:
         """Create the job directory and resolve the entry point (errors here mean: nothing started).
 
+        The job directory is claimed first (claim.py: atomic, so of two runs of one name at the same
+        moment one is refused); if anything here fails the claim is given back and what it made removed.
+
         Raises:
-            ConfigError: a bad request, a missing entry point, a job directory already used, no evaluate.py.
+            ConfigError: a bad request, a missing entry point, no evaluate.py; JobExistsError (one) for a job
+                directory already used.
+            DiskFullError: the job directory's file system is full.
         """
-        if self.dir.job_json.exists():
-            raise ConfigError(f"{self.dir.root} already holds a job (job.json); choose another job name or "
-                              "directory", where="local job")
+        try:
+            self._claim = Claim.take(self.dir.root)
+            try:
+                self._prepare()
+            except BaseException:
+                self._unprepare()
+                raise
+        except OSError as err:
+            if disk.is_full(err) and not isinstance(err, disk.DiskFullError):
+                raise disk.DiskFullError(err, err.filename, self.dir.root) from err
+            raise
+
+    def _unprepare(self) -> None:
+        """Nothing ran: remove what prepare made (all of the directory if it made the directory)."""
+        assert self._claim is not None
+        if self._claim.created_dir:
+            shutil.rmtree(self.dir.root, ignore_errors=True)
+        else:
+            shutil.rmtree(self.dir.root / "code", ignore_errors=True)
+            self._disk.reserve.give_back()
+        self._claim.release()
+        self._claim = None
+
+    def _prepare(self) -> None:
         if self.request.get("DebugRuleConfigurations"):
             self._evaluator = deployment.evaluator_command(self.settings.rules_dir)
         self._command = resolve_command(self.request, self.dir, python=self.settings.python,
@@ -151,6 +192,7 @@ class JobRunner:
             environment[frameworks.ENV] = "1" if self.zero_change else "0"
             self.request["Environment"] = environment
         self._channels = layout.prepare(self.dir, self.request)
+        self._disk.reserve.take()  # DiskFullError: not even the job's last words would fit
         targets: list[Target] = []
         if self.settings.auto_stop:
             from sdk_ext.local.jobs.events import AutoStopTarget
@@ -175,6 +217,21 @@ class JobRunner:
         self.job.request_stop()
         self._wake.set()
 
+    def update_profiler(self, profiler_config: Mapping[str, Any] | None,
+                        profiler_rules: list[dict[str, Any]] | None = None) -> None:
+        """UpdateTrainingJob: the new ProfilerConfig goes to DescribeTrainingJob and to the container's
+        profilerconfig.json, which the system monitor and the hooks follow; the supervisor starts the
+        monitor if profiling was off.
+
+        Raises:
+            JobStateError: the job is not InProgress.
+        """
+        merged = self.job.update_profiler(profiler_config, profiler_rules)
+        layout.write_profiler_config(self.dir, merged)
+        self.request["ProfilerConfig"] = merged
+        self._profiling_changed = True
+        self._wake.set()
+
     def _save(self) -> None:
         """job.json: the DescribeTrainingJob view plus local facts (pids, paths, rule steps)."""
         local = {
@@ -182,11 +239,28 @@ class JobRunner:
             "Command": self._command.argv if self._command else None,
             "TrainingPid": self._training.pid if self._training else None,
             "TrainingExitCode": self._training.poll() if self._training else None,
+            "MonitorPid": self._monitor.pid if self._monitor else None,
             "Rules": {r.name: {"Step": state.step, "Pid": r.child.pid, "ExitCode": r.child.poll(),
                                "StatusFile": str(r.status_path), "Log": str(r.child.log_path)}
                       for r in self._rules if (state := self.job.rules().get(r.name)) is not None},
         }
-        layout.write_json(self.dir.job_json, {**to_json(self.job.describe()), "SdkExtLocal": local})
+        try:
+            layout.write_json(self.dir.job_json, {**to_json(self.job.describe()), "SdkExtLocal": local})
+        except OSError as err:
+            if not self._disk.note(err, self.dir.job_json):
+                raise
+
+    def _on_disk_full(self, full: disk.DiskFullError) -> None:
+        """The job's disk is full (disk.py): the supervisor ends the job Failed at its next turn."""
+        logger.error("job %s: %s; ending the job", self.name, full.strerror)
+        self._wake.set()
+
+    def _end_marker(self) -> None:
+        try:
+            layout.write_end_marker(self.trial_dir)
+        except OSError as err:
+            if not self._disk.note(err, self.trial_dir):
+                raise
 
     # --- supervision --------------------------------------------------------------------------------
 
@@ -203,14 +277,22 @@ class JobRunner:
         try:
             self._start_rules()
             self._train()
-            layout.write_end_marker(self.trial_dir)
+            self._end_profiling()
+            self._end_marker()
             self._save()
-            self._finish_rules()
+            if self._disk.full is None:
+                self._finish_rules()
         except BaseException as err:
             self._abort(err)
             raise
         finally:
             stop_all(self._children, self.settings.rule_stop_grace)
+            self._disk.reserve.give_back()  # every process has ended: the job's last words fit now
+            if not self._profiling_ended:
+                self._end_profiling()
+            if self._disk.full is not None:
+                self._end_rules(f"the local job failed: {self._disk.full.failure_reason}")
+                self._end_marker()
             self._refresh_rules(final=True)
             self._save()
             self.dispatcher.close()
@@ -220,7 +302,7 @@ class JobRunner:
     def _spawn(self, name: str, argv: list[str], env: dict[str, str], cwd: Path, log: Path,
                sink: Callable[[str], None] | None, death_signal: int) -> Child:
         child = Child(name, argv, env=env, cwd=cwd, log_path=log, sink=sink, parent_death_signal=death_signal,
-                      python=self.settings.python)
+                      death_grace=self.settings.stop_grace)
         self._children.append(child)
         child.start()
         return child
@@ -255,6 +337,7 @@ class JobRunner:
         if self.job.stop_requested:
             self.job.training_ended()
             return
+        self._sync_monitor()  # sampling starts before training does
         try:
             self._training = self._spawn("training", command.argv, env, command.cwd, self.dir.training_log,
                                          self.settings.output, signal.SIGTERM)
@@ -269,17 +352,85 @@ class JobRunner:
             self._wake.wait(self.settings.poll_interval)
             self._wake.clear()
             self._refresh_rules()
+            self._sync_monitor()
             if max_runtime and time.monotonic() - started > float(max_runtime) and not self.job.stop_requested:
                 try:
                     self.job.request_stop(secondary="MaxRuntimeExceeded")
                 except JobStateError:
                     pass
-            if self.job.stop_requested:
+            self._disk.check(self._training.output_error, self._training.log_path)
+            if self.job.stop_requested or self._disk.full is not None:
                 self._training.terminate()
                 self._training.escalate(self.settings.stop_grace)
-        reason = None if code == 0 or self.job.stop_requested else \
-            failure_reason(code, command, self.dir, self._training.output_tail())
+        self._disk.check(self._training.output_error, self._training.log_path, now=True)
+        self._save()  # a write before the outcome is decided: a full disk fails the job
+        reason: str | None
+        if self.job.stop_requested:
+            reason = None
+        elif self._disk.full is not None:
+            reason = self._disk.full.failure_reason
+        else:
+            reason = None if code == 0 else failure_reason(code, command, self.dir, self._training.output_tail())
         self.job.training_ended(failure_reason=reason)
+
+    def _end_rules(self, why: str) -> None:
+        """The job failed under the rules (their processes have ended): a rule without a verdict of its own
+        is Stopped, saying why."""
+        for r in self._rules:
+            r.read_if_changed()
+            if r.last is not None and r.last.status in TERMINAL_RULE_STATUSES:
+                continue  # its own verdict stands (_refresh_rules applies it)
+            self.job.update_rule(r.name, status="Stopped", details=f"Rule evaluation stopped: {why}")
+
+    # --- profiling ---------------------------------------------------------------------------------
+
+    def _sync_monitor(self) -> None:
+        """Start the system monitor when profiling is (or became) on; a running one follows
+        profilerconfig.json by itself (interval, disabling)."""
+        if not self._profiling_changed:
+            return
+        self._profiling_changed = False
+        self._save()  # job.json shows an UpdateTrainingJob at once
+        config = self.request.get("ProfilerConfig")
+        if config is None or profiling_status(config) == "Disabled":
+            return
+        if self._monitor is not None:
+            code = self._monitor.poll()
+            if code is None:
+                return
+            logger.warning("job %s: the system monitor ended (exit code %s) and is started again: %s", self.name,
+                           code, self._monitor.output_tail(400).strip().splitlines()[-1:])
+        base = dict(os.environ)
+        base["PYTHONPATH"] = deployment.child_pythonpath(os.environ.get("PYTHONPATH"))
+        argv = [self.settings.python, "-m", "sdk_ext.profiler.monitor", "--out",
+                str(layout.profiler_dir(self.dir, config)), "--host", layout.HOST, "--config",
+                str(self.dir.profiler_config)]
+        try:
+            self._monitor = self._spawn("profiler monitor", argv, base, self.dir.root,
+                                        self.dir.root / "logs" / "profiler-monitor.log", None, signal.SIGTERM)
+        except OSError as err:
+            logger.warning("job %s: the system monitor could not start (%s); no system metrics", self.name, err)
+
+    def _end_profiling(self) -> None:
+        """Training ended: stop the monitor (it publishes its file), publish what killed writers left,
+        and mark the end in system/ and framework/ as SageMaker does."""
+        self._profiling_ended = True
+        config = self.request.get("ProfilerConfig")
+        if config is None:
+            return
+        if self._monitor is not None and self._monitor.stop(self.settings.rule_stop_grace) not in (0, None):
+            logger.warning("job %s: the system monitor failed; see %s", self.name, self._monitor.log_path)
+        out = layout.profiler_dir(self.dir, config)
+        if not out.is_dir():
+            return  # profiling was never on
+        from sdk_ext.profiler import system_files, timeline
+
+        try:
+            system_files.recover(out)
+            timeline.recover(out)
+            system_files.write_end_marker(out)
+        except OSError as err:
+            logger.warning("job %s: the profiler output in %s could not be finished: %s", self.name, out, err)
 
     def _finish_rules(self) -> None:
         """After training: let the rules finish the steps left, for up to ``rule_timeout`` seconds."""
@@ -337,4 +488,5 @@ class JobRunner:
         stop_all(self._children, min(self.settings.stop_grace, 5.0))
         self.job.training_ended(failure_reason=f"InternalServerError: the local runner failed: "
                                 f"{type(err).__name__}: {err}")
-        layout.write_end_marker(self.trial_dir)
+        self._disk.reserve.give_back()
+        self._end_marker()

@@ -49,6 +49,21 @@ _MESSAGES = {
 }
 
 
+def profiling_status(profiler_config: Mapping[str, Any]) -> str:
+    """DescribeTrainingJob's ProfilingStatus for a ProfilerConfig: Enabled unless DisableProfiler."""
+    disabled = profiler_config.get("DisableProfiler")
+    return "Disabled" if disabled is True or str(disabled).lower() == "true" else "Enabled"
+
+
+def merge_profiler_config(current: Mapping[str, Any] | None, update: Mapping[str, Any]) -> dict[str, Any]:
+    """The ProfilerConfig after UpdateTrainingJob's ``update``: each field given replaces the job's
+    (``ProfilingParameters: {}`` turns framework profiling off, ``DisableProfiler`` turns profiling off or on)."""
+    merged = copy.deepcopy(dict(current or {}))
+    for key, value in update.items():
+        merged[key] = copy.deepcopy(value)
+    return merged
+
+
 def utc_now() -> datetime:
     return datetime.now(timezone.utc)
 
@@ -187,8 +202,28 @@ class LocalJob:
         if self._profiler_rules:
             d["ProfilerRuleEvaluationStatuses"] = [r.to_describe() for r in self._profiler_rules]
         if "ProfilerConfig" in self._request:
-            d["ProfilingStatus"] = "Disabled"  # no profiler runs locally
+            d["ProfilingStatus"] = profiling_status(self._request["ProfilerConfig"])
         return d
+
+    def update_profiler(self, profiler_config: Mapping[str, Any] | None,
+                        profiler_rules: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+        """UpdateTrainingJob's ProfilerConfig (merged into the job's, as SageMaker does) and new
+        ProfilerRuleConfigurations (reported as the job's others are). Returns the job's new ProfilerConfig.
+
+        Raises:
+            JobStateError: the job is not InProgress.
+        """
+        with self._lock:
+            if self._status != IN_PROGRESS:
+                raise JobStateError(
+                    f"The request was rejected because the training job is in status {self._status}.",
+                    status=self._status)
+            merged = merge_profiler_config(self._request.get("ProfilerConfig"), profiler_config or {})
+            self._request["ProfilerConfig"] = merged
+            for rule in profiler_rules or []:
+                self._request.setdefault("ProfilerRuleConfigurations", []).append(copy.deepcopy(rule))
+            self._changed()
+            return copy.deepcopy(merged)
 
     # --- changing ------------------------------------------------------------------------------------
 

@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from sdk_ext.exceptions import MissingCollectionFiles, SdkExtError
+from sdk_ext.local.jobs import claim
 from sdk_ext.local.jobs.rule_jobs import step_from_details
 from sdk_ext.local.report.svg import Series
 from sdk_ext.local.report.xgboost_parts import Importance, importance, metric_series
@@ -129,7 +130,8 @@ def locate(path: str | os.PathLike[str], job_file: str | os.PathLike[str] | None
     if job_file is not None:
         job = json.loads(Path(job_file).read_text(encoding="utf-8"))
     elif job_dir is not None:
-        job = json.loads((job_dir / "job.json").read_text(encoding="utf-8"))
+        # a job whose runner was killed is ended Failed here, naming the runner (it cannot say so itself)
+        job = claim.settle(job_dir) or json.loads((job_dir / "job.json").read_text(encoding="utf-8"))
     if job_dir is not None:
         assert job is not None
         trial = (job.get("SdkExtLocal") or {}).get("TrialDir") or str(job_dir / "output" / "tensors")

@@ -147,6 +147,8 @@ def request_problems(request: Mapping[str, Any]) -> list[str]:
     checkpoint = _section(request, "CheckpointConfig", problems)
     _directory(checkpoint.get("LocalPath"), "CheckpointConfig.LocalPath", problems)
     _s3_uri(checkpoint.get("S3Uri"), "CheckpointConfig.S3Uri", problems)
+    if request.get("ProfilerConfig") is not None:
+        problems += profiler_config_problems(request["ProfilerConfig"], "ProfilerConfig")
     for key in ("DebugRuleConfigurations", "ProfilerRuleConfigurations"):
         rule_names = []
         for i, rule in enumerate(_list(request.get(key), key, problems, most=20)):
@@ -157,6 +159,34 @@ def request_problems(request: Mapping[str, Any]) -> list[str]:
             _s3_uri(rule.get("S3OutputPath"), f"{field}.S3OutputPath", problems)
             _params(rule.get("RuleParameters"), f"{field}.RuleParameters", problems, most=100)
         _unique([n for n in rule_names if n], f"{key} RuleConfigurationName", problems)
+    return problems
+
+
+PROFILING_INTERVALS_MS = (100, 200, 500, 1000, 5000, 60000)  # the values SageMaker's API accepts
+
+
+def profiler_config_problems(config: Any, field: str, *, update: bool = False) -> list[str]:
+    """A ProfilerConfig (or UpdateTrainingJob's ProfilerConfigForUpdate) as SageMaker's API checks it."""
+    problems: list[str] = []
+    if not isinstance(config, Mapping):
+        return [f"{field}: must be an object"]
+    known = {"S3OutputPath", "ProfilingIntervalInMilliseconds", "ProfilingParameters", "DisableProfiler"}
+    unknown = sorted(set(config) - known)
+    if unknown:
+        problems.append(f"{field}: unknown key(s) {', '.join(map(repr, unknown))}; SageMaker takes "
+                        f"{', '.join(sorted(known))}")
+    interval = config.get("ProfilingIntervalInMilliseconds")
+    if interval is not None and (isinstance(interval, bool) or interval not in PROFILING_INTERVALS_MS):
+        problems.append(f"{field}.ProfilingIntervalInMilliseconds {interval!r}: SageMaker accepts "
+                        f"{', '.join(map(str, PROFILING_INTERVALS_MS))} (milliseconds)")
+    disable = config.get("DisableProfiler")
+    if disable is not None and not isinstance(disable, bool):
+        problems.append(f"{field}.DisableProfiler {disable!r}: must be true or false")
+    _s3_uri(config.get("S3OutputPath"), f"{field}.S3OutputPath", problems)
+    _params(config.get("ProfilingParameters"), f"{field}.ProfilingParameters", problems, most=20)
+    parameters = config.get("ProfilingParameters")
+    if isinstance(parameters, Mapping):
+        _directory(parameters.get("LocalPath"), f"{field}.ProfilingParameters.LocalPath", problems)
     return problems
 
 
@@ -196,9 +226,13 @@ def path_problems(root: Path, request: Mapping[str, Any]) -> list[str]:
     """Every name or path of ``request`` that would make the job write outside its directory ``root``."""
     problems: list[str] = []
     for key, field in (("DebugHookConfig", "DebugHookConfig.LocalPath"),
-                       ("TensorBoardOutputConfig", "TensorBoardOutputConfig.LocalPath")):
+                       ("TensorBoardOutputConfig", "TensorBoardOutputConfig.LocalPath"),
+                       ("ProfilerConfig", "ProfilerConfig.ProfilingParameters.LocalPath")):
         section = request.get(key)
         value = section.get("LocalPath") if isinstance(section, Mapping) else None
+        if key == "ProfilerConfig":
+            parameters = section.get("ProfilingParameters") if isinstance(section, Mapping) else None
+            value = parameters.get("LocalPath") if isinstance(parameters, Mapping) else None
         if not isinstance(value, str) or not value:
             continue
         target = container_path(root, value)

@@ -111,6 +111,8 @@ def build_request(
     hook_params: Sequence[str] = (),
     hyperparameters: Sequence[str] = (),
     save_interval: int | None = None,
+    default_save_interval: int | None = None,
+    profile_ms: int | None = None,
 ) -> dict[str, Any]:
     """The request for ``sdk-ext run``: ``base`` (a saved request) or a new one for ``script``, with the
     options applied through ``apply_debugger``.
@@ -159,8 +161,8 @@ def build_request(
                                         rule_parameters=params))
     names = list(dict.fromkeys([*collections, *per_collection]))
     hook_parameters = dict(split_param(h, "--hook-param", named=False)[1:] for h in hook_params)
-    if save_interval is not None:
-        hook_parameters["save_interval"] = str(save_interval)
+    saving = _save_settings(hook_parameters, save_interval, default_save_interval)
+    hook_parameters.update(saving)
     touches_hook = bool(names or hook_parameters or rule_objects) or "DebugHookConfig" not in request
     if touches_hook:
         existing = request.get("DebugHookConfig") or {}
@@ -170,11 +172,66 @@ def build_request(
             collection_configs=[CollectionConfig(n, per_collection.get(n)) for n in names] or None)
         request.pop("DebugHookConfig", None)
         existing_collections = existing.get("CollectionConfigurations") or []
+        # a request's own ProfilerConfig is kept; a new job profiles only with --profile
         request = apply_debugger(request, debugger_hook_config=hook, rules=rule_objects or None, region=REGION,
-                                 disable_profiler=True, uploader=LocalSourceUploader())
+                                 disable_profiler=None if "ProfilerConfig" in request else True,
+                                 uploader=LocalSourceUploader())
         request["DebugHookConfig"]["CollectionConfigurations"] = [
             *existing_collections, *request["DebugHookConfig"]["CollectionConfigurations"]]
-    if save_interval is not None:  # every collection, the rules' 500-step defaults included
-        for collection in request["DebugHookConfig"]["CollectionConfigurations"]:
-            collection.setdefault("CollectionParameters", {})["save_interval"] = str(save_interval)
+    for collection in request["DebugHookConfig"]["CollectionConfigurations"] if saving else ():
+        _follow_hook(collection, saving, per_collection.get(collection.get("CollectionName", "")) or {},
+                     save_interval)
+    if profile_ms is not None:  # --profile: system monitoring and the step timeline, at this interval
+        existing_profiler = request.get("ProfilerConfig") or {}
+        request["ProfilerConfig"] = {
+            **{k: v for k, v in existing_profiler.items() if k in ("ProfilingParameters",)},
+            "S3OutputPath": existing_profiler.get("S3OutputPath")
+            or (request.get("OutputDataConfig") or {}).get("S3OutputPath") or LOCAL_OUTPUT,
+            "DisableProfiler": False, "ProfilingIntervalInMilliseconds": profile_ms}
     return request
+
+
+_SAVE_KEYS = ("save_interval", "save_steps", "start_step", "end_step")
+_MODE_PREFIXES = ("train.", "eval.", "predict.", "global.")
+
+
+def _is_save_key(key: str) -> bool:
+    for prefix in _MODE_PREFIXES:
+        if key.startswith(prefix):
+            return key[len(prefix):] in _SAVE_KEYS
+    return key in _SAVE_KEYS
+
+
+def _save_settings(hook_parameters: Mapping[str, str], save_interval: int | None,
+                   default_save_interval: int | None) -> dict[str, str]:
+    """The hook-level save settings this command line gives: ``--hook-param`` save keys (``save_interval``,
+    ``train.save_interval``, ...) and ``--save-interval``; the default interval only where neither says one.
+
+    Raises:
+        ConfigError: ``--save-interval`` and ``--hook-param save_interval`` disagree (two explicit settings).
+    """
+    given = {k: str(v) for k, v in hook_parameters.items() if _is_save_key(k)}
+    if save_interval is not None:
+        if "save_interval" in given and given["save_interval"].strip() != str(save_interval):
+            raise ConfigError(f"--save-interval {save_interval} and --hook-param save_interval="
+                              f"{given['save_interval']} disagree; give one of them", where="arguments")
+        given["save_interval"] = str(save_interval)
+    elif default_save_interval is not None and "save_interval" not in given:
+        given["save_interval"] = str(default_save_interval)  # a default: it fills in, never overrides
+    return given
+
+
+def _follow_hook(collection: dict[str, Any], saving: Mapping[str, str], own: Mapping[str, str],
+                 save_interval: int | None) -> None:
+    """A collection follows the command line's hook-level save settings (a rule's 500-step default is
+    replaced: a collection's keys would override the hook's), except where its own ``--collection-param``
+    sets the key; that and ``--save-interval`` (meant for every collection) disagreeing is refused."""
+    name = collection.get("CollectionName", "")
+    params = collection.setdefault("CollectionParameters", {})
+    for key, value in saving.items():
+        if key in own:
+            if key == "save_interval" and save_interval is not None and str(own[key]).strip() != str(save_interval):
+                raise ConfigError(f"--save-interval {save_interval} (every collection) and --collection-param "
+                                  f"{name}:save_interval={own[key]} disagree; give one of them", where="arguments")
+            continue
+        params[key] = value

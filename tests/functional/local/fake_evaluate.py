@@ -37,6 +37,7 @@ def main() -> int:
     p.add_argument("--poll-interval", type=float, default=0.2)
     p.add_argument("--param", action="append", default=[])
     p.add_argument("--end-step", type=int)
+    p.add_argument("--wait-timeout", type=float)  # part of the contract (rules/README.md); no waiting here
     args = p.parse_args()
     params = dict(item.split("=", 1) for item in args.param)
     out, trial, name = Path(args.output_dir), Path(args.trial_dir), args.rule_configuration_name

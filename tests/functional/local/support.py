@@ -122,9 +122,9 @@ def wait_gone(pids: Iterable[int], timeout: float = 10.0) -> list[int]:
 
 
 def job_pids(job_dir: Path) -> list[int]:
-    """Every child pid the runner recorded in job.json (training and rule evaluators)."""
+    """Every child pid the runner recorded in job.json (training, system monitor and rule evaluators)."""
     local = json.loads((job_dir / "job.json").read_text())["SdkExtLocal"]
-    pids = [local["TrainingPid"]] if local.get("TrainingPid") else []
+    pids = [local[k] for k in ("TrainingPid", "MonitorPid") if local.get(k)]
     return pids + [r["Pid"] for r in local["Rules"].values() if r.get("Pid")]
 
 

@@ -18,7 +18,8 @@ from pathlib import Path
 from sdk_ext.local import run_training_job
 from tests.functional.local.support import request, rule, settings
 tmp = Path(sys.argv[1])
-req = request("victim", rules=[rule("Hangs", fake="hang"), rule("Quiet", fake="quiet")])
+req = request("victim", rules=[rule("Hangs", fake="hang"), rule("Quiet", fake="quiet")],
+              ProfilerConfig={"DisableProfiler": False, "ProfilingIntervalInMilliseconds": 100})  # a monitor too
 run_training_job(req, settings=settings(tmp, auto_stop=False), entry_point=sys.argv[2])
 """
 
@@ -34,7 +35,7 @@ def _start_runner(tmp_path: Path, repo_env: dict[str, str]) -> tuple[subprocess.
             local = json.loads((job_dir / "job.json").read_text())["SdkExtLocal"]
         except (OSError, ValueError, KeyError):
             return False
-        return bool(local.get("TrainingPid")) and len(local["Rules"]) == 2
+        return bool(local.get("TrainingPid")) and bool(local.get("MonitorPid")) and len(local["Rules"]) == 2
 
     poll_until(started, timeout=30)
     return runner, job_dir
@@ -44,7 +45,7 @@ def _start_runner(tmp_path: Path, repo_env: dict[str, str]) -> tuple[subprocess.
 def test_children_die_with_a_killed_runner(tmp_path: Path, repo_env: dict[str, str]) -> None:
     runner, job_dir = _start_runner(tmp_path, repo_env)
     pids = job_pids(job_dir)
-    assert len(pids) == 3 and wait_gone(pids, timeout=0) == pids  # all running
+    assert len(pids) == 4 and wait_gone(pids, timeout=0) == pids  # all running (training, monitor, two rules)
     runner.send_signal(signal.SIGKILL)
     runner.wait(timeout=10)
     # the "Hangs" evaluator ignores SIGTERM: only the kernel's parent-death SIGKILL ends it

@@ -52,7 +52,7 @@ def test_stopped_job_goes_through_sagemakers_states_and_reports_each_change() ->
     assert final["TrainingEndTime"] > final["TrainingStartTime"] > final["CreationTime"]
     assert "Tags" not in final  # not part of DescribeTrainingJob
     assert final["ProfilerRuleEvaluationStatuses"][0]["RuleEvaluationStatus"] == "Error"
-    assert final["ProfilingStatus"] == "Disabled"
+    assert final["ProfilingStatus"] == "Enabled"  # the request enables it (no DisableProfiler)
 
 
 def test_stop_of_a_job_that_is_not_running_is_rejected_like_sagemaker() -> None:

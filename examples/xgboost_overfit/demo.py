@@ -23,9 +23,7 @@ def demo_args(jobs_dir: Path, *extra: str) -> list[str]:
             # Overfit: validation loss more than 100% above training loss for 3 rounds in a row
             "--rule", "Overfit", "--rule-param", "Overfit:ratio_threshold=1.0", "--rule-param", "Overfit:patience=3",
             "--rule", "Overtraining",
-            # losses: the report draws train/validation rmse as losses (smdebug's XGBoost hook saves only
-            # metrics unless the configuration names losses)
-            "--collection", "metrics", "--collection", "losses", "--collection", "feature_importance",
+            "--collection", "metrics", "--collection", "feature_importance",
             "--save-interval", "1", "--stop-grace", "5", "--report", "--expect-status", "Stopped", *extra]
 
 

@@ -291,16 +291,25 @@ class Hook(BaseHook, xgb.callback.TrainingCallback):
                 return True
         return False
 
-    def _put(self, name: str, value: np.ndarray, claimed: tuple[str, ...], included: set[str]) -> None:
+    def _put(self, name: str, value: np.ndarray, claimed: tuple[str, ...], included: set[str]) -> bool:
         plan = self.policy.plan(name, tuple(c for c in claimed if c in included))
-        if plan is not None:
-            self._save(name, plan, value)
+        if plan is None:
+            return False
+        self._save(name, plan, value)
+        return True
 
     def _save_round(self, model: Any, epoch: int, evals_log: Mapping[str, Any]) -> None:
         included = self._included()
         for name, metric, value in xmodel.metric_values(evals_log):  # cheap: always offered to the policy
-            claimed = (K.METRICS,) if xmodel.is_increasing_metric(metric) else (K.METRICS, K.LOSSES)
-            self._put(name, np.asarray([value], dtype=np.float64), claimed, included)
+            loss = not xmodel.is_increasing_metric(metric)
+            claimed = (K.METRICS, K.LOSSES) if loss else (K.METRICS,)
+            saved = self._put(name, np.asarray([value], dtype=np.float64), claimed, included)
+            if saved and loss and K.LOSSES not in included:
+                # Listed under ``losses`` too, without a schedule of its own: the loss rules (LossNotDecreasing,
+                # Overfit, Overtraining) read the losses of a trial whose config named only metrics, where
+                # smdebug's ``losses`` stayed empty and those rules judged nothing.
+                if self.collection_manager.get(K.LOSSES).record_saved(name):
+                    self.policy.names_changed = True
         if not isinstance(model, xgb.Booster):  # xgb.cv
             if included - {K.METRICS, K.LOSSES, K.DEFAULT}:
                 self._warn("cv", "sdk_ext XGBoost hook: under xgb.cv only metrics are saved (mean and std over the "

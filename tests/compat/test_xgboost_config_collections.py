@@ -1,7 +1,9 @@
 """An XGBoost hook built from SageMaker's debughookconfig.json saves what the configuration names, as
 smdebug's XGBoost hook does: the named collections at their own intervals plus ``metrics`` (smdebug's one
 default collection), and nothing else. A notebook loop over ``trial.steps()`` then finds every configured
-tensor at every step (it used to meet rounds 10 and 20 holding only ``losses``)."""
+tensor at every step (it used to meet rounds 10 and 20 holding only ``losses``). The loss-like metrics are
+listed under ``losses`` as well, at the steps ``metrics`` saves them (smdebug left ``losses`` empty, and the
+loss rules with nothing to judge)."""
 
 from __future__ import annotations
 
@@ -50,7 +52,9 @@ def test_every_step_of_a_config_naming_metrics_predictions_and_labels_holds_them
         predictions = trial.tensor("predictions").value(step)
         assert labels.shape == predictions.shape == (15,)
         assert trial.tensor("validation-rmse").value(step).shape == (1,)
-    assert trial.tensor_names(collection="losses") == []
+    # the loss-like metrics are listed under losses too (for the loss rules), with no step of their own
+    assert set(trial.tensor_names(collection="losses")) == {"train-rmse", "validation-rmse"}
+    assert trial.tensor("train-rmse").steps() == list(range(0, 22, 3))
 
 
 def test_metrics_are_always_saved_at_the_hook_interval_and_losses_only_when_named(tmp_path: Path) -> None:

@@ -127,7 +127,7 @@ def test_default_is_metrics_every_ten_rounds(tmp_path: Path) -> None:
     trial = create_trial(str(tmp_path / "t"))
     assert trial.steps() == [0, 10, 20]
     assert trial.tensor_names() == ["train-rmse"]
-    assert trial.tensor_names(collection="losses") == []  # smdebug's default: metrics only
+    assert trial.tensor_names(collection="losses") == ["train-rmse"]  # listed with metrics, no steps of its own
 
 
 def test_sklearn_estimators_take_the_hook_as_a_callback(tmp_path: Path) -> None:

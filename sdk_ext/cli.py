@@ -3,7 +3,8 @@
     sdk-ext run train.py --rule ExplodingTensor --report -- --epochs 3   # a local job (script args after --)
     sdk-ext run --request request.json                                            # a CreateTrainingJob request
     sdk-ext trial PATH [--tensor NAME]          # steps, modes, collections, tensors; or one tensor's values
-    sdk-ext rules PATH --rule NAME              # run rules over a saved trial
+    sdk-ext rules PATH --rule NAME              # run rules over a saved trial (profiler rules: its profiler output)
+    sdk-ext profile PATH                        # hosts, utilization, step durations, profiler rules' verdicts
     sdk-ext report PATH [-o report.html]        # a self-contained HTML report
 
 A script that imports torch gets the hook without code changes (``--no-zero-change`` opts out).

@@ -6,6 +6,13 @@ thin wrapper) are the same program:
     python -m sdk_ext.evaluator --trial-dir PATH (--rule-name NAME | --source FILE.py --rule-to-invoke CLS)
         [--param k=v ...] [--other-trial PATH ...] [--start-step N] [--end-step M] [--action-json JSON]
         [--output-dir DIR] [--rule-configuration-name NAME] [--poll-interval SECONDS] [--no-actions]
+        [--profiler] [--finished]
+
+A profiler rule (LowGPUUtilization, ..., ProfilerReport; or a custom rule with ``--profiler``) reads the
+job's profiler output instead (``--trial-dir``: a ``profiler-output/`` directory, a job directory holding
+one, or an ``s3://`` prefix) in time windows (:mod:`sdk_ext.profiler.analysis.rules`), writes its report to
+``<output-dir>/profiler-output/profiler-reports/<Rule>.json`` (ProfilerReport: every sub-rule's, and
+``profiler-report.html``) and ends when the job's data has all been judged.
 
 With no arguments at all it runs in container mode (SageMaker Processing paths; see rules/README.md).
 ``--param`` values are strings exactly as SageMaker's RuleParameters; the reserved keys
@@ -95,6 +102,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--wait-timeout", type=float, metavar="SECONDS",
                    help="give up waiting for the trial's first data after this long (default: wait until the "
                    "training job ends, as SageMaker's evaluator does)")
+    p.add_argument("--profiler", action="store_true",
+                   help="--trial-dir is a job's profiler output (ProfilerRuleConfigurations; built-in profiler "
+                   "rules imply it): a custom rule gets a ProfilerTrial as its base trial")
+    p.add_argument("--finished", action="store_true",
+                   help="profiler rules: the job has ended (saved output, maybe without its end marker); "
+                   "evaluate what is there without waiting for more")
     return p
 
 
@@ -162,6 +175,9 @@ def _container_config() -> tuple[dict[str, str], argparse.Namespace]:
         poll_interval=float(os.environ.get("RULE_POLL_INTERVAL", DEFAULT_POLL_INTERVAL)),
         no_actions=False,
         wait_timeout=None,
+        profiler=bool(os.environ.get("S3_PATH")),  # the 2020 profiler rule image's variable for the data
+        finished=False,
+        profiler_data=os.environ.get("S3_PATH"),
     )
     return {str(k): _as_parameter_string(v) for k, v in params.items()}, args
 
@@ -304,9 +320,18 @@ def run(args: argparse.Namespace, params: dict[str, str], evaluator: Evaluator) 
                          "(RuleParameter rule_to_invoke)")
     evaluator.name = evaluator.name or request.rule_to_invoke
     evaluator.report("InProgress", "Rule evaluation started")
+    profiler_rule = None
+    if not request.source:
+        from sdk_ext.profiler.analysis.rules import find_profiler_rule
+
+        profiler_rule = find_profiler_rule(request.rule_to_invoke)
+        if profiler_rule is not None:
+            return run_profiler_rule(args, request, evaluator, profiler_rule)
     with tempfile.TemporaryDirectory(prefix="sdk-ext-rule-") as scratch, smdebug_aliases():
         if request.source:
             cls = load_rule_class(_fetch_source(request.source, scratch), request.rule_to_invoke)
+            if getattr(args, "profiler", False):  # a custom profiler rule: its base trial is the profiler output
+                return run_profiler_rule(args, request, evaluator, cls)
         else:
             from sdk_ext.rules.builtin import get_builtin_rule
 
@@ -367,6 +392,73 @@ def _coverage_notes(rule: Any) -> tuple[str | None, str | None]:
         note = getattr(rule, method, None)
         notes.append(note() if callable(note) else None)
     return notes[0], notes[1]
+
+
+def run_profiler_rule(args: argparse.Namespace, request: Any, evaluator: Evaluator, cls: Any) -> int:
+    """A profiler rule over the job's profiler output (``--trial-dir``: a profiler-output/ directory, a job
+    directory holding one, or an s3:// prefix). Its reports go to ``<output-dir>/profiler-output/
+    profiler-reports/<Rule>.json`` (SageMaker's layout under the rule's output); ``start_step``/``end_step``
+    do not apply (a profiler rule walks time, not steps)."""
+    from datetime import datetime, timezone
+
+    from sdk_ext.exceptions import ConfigError, RuleEvaluationConditionMet
+    from sdk_ext.format.profiler_paths import PROFILER_OUTPUT_DIR
+    from sdk_ext.profiler.profiler_trial import ProfilerTrial, profiler_root
+    from sdk_ext.rules.factory import build_rule
+    from sdk_ext.rules.rule_invoker import invoke_rule
+    from sdk_ext.rules.status import no_issues_details
+    from sdk_ext.rules.stop_signal import StopSignal, StopSignalStorage
+    from sdk_ext.rules.time_limit import InvocationTimeout
+    from sdk_ext.storage import open_storage
+
+    output = Path(args.output_dir) / PROFILER_OUTPUT_DIR
+    storage = open_storage(profiler_root((getattr(args, "profiler_data", None) or args.trial_dir).strip()))
+    stop_signal = StopSignal.from_env(os.environ)
+    expired: Any = StopSignalStorage(storage, stop_signal).signal_expired if stop_signal is not None else None
+    if getattr(args, "finished", False):
+        expired = lambda: True  # noqa: E731 - the saved output is all there is
+    trial = ProfilerTrial(storage, output_dir=output, poll_interval=args.poll_interval, signal_expired=expired)
+    try:
+        rule = build_rule(cls, trial, request.parameters, action_str=request.action_json)
+    except ConfigError as err:
+        return evaluator.report("Error", f"ClientError: {err}")
+    if not trial.wait_for_first_data():
+        return evaluator.report("Error", "ClientError: No profiler data was saved by the training job. Check that "
+                                "profiling was on (ProfilerConfig with DisableProfiler false) and that "
+                                f"{trial.path} is the job's profiler output (system/ and framework/ below it).")
+    if hasattr(rule, "on_report"):  # ProfilerReport: draw profiler-report.html beside the rules' reports
+        rule.on_report = _profiler_html_writer(output, trial.path)
+    rule.defer_actions = True
+    if _guard is not None:
+        _guard.on_stuck(lambda err: evaluator.report("Error", f"RuleTimeout: {err}", err.step))
+    try:
+        invoke_rule(rule, 0, None, raise_eval_cond=True, poll_interval=args.poll_interval,
+                    time_limit=request.time_limit or 0)
+    except InvocationTimeout as err:
+        return evaluator.report("Error", f"RuleTimeout: {err}", err.step)
+    except RuleEvaluationConditionMet as fired:
+        code = evaluator.report("IssuesFound", f"RuleEvaluationConditionMet: {fired}\n", fired.step)
+        if not args.no_actions and os.environ.get("SDK_EXT_RULE_ACTIONS", "1") != "0":
+            evaluator.phase = "actions"
+            try:
+                rule.run_actions(str(fired))
+            except ActionsInterrupted:
+                logger.warning("actions interrupted by a signal; the status stays IssuesFound")
+        return code
+    until = datetime.fromtimestamp(trial.last_timestamp() / 1e6, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return evaluator.report("NoIssuesFound", no_issues_details(
+        f"Training ended; profiler data evaluated up to {until} in {getattr(rule, 'windows', 0)} windows",
+        *_coverage_notes(rule)))
+
+
+def _profiler_html_writer(output: Path, profiler_data: str) -> Any:
+    """The callback that redraws ``<output>/profiler-report.html`` after each window of ProfilerReport."""
+    from sdk_ext.local.report.profiling import write_profiler_page
+
+    def draw(reports_dir: Path) -> None:
+        write_profiler_page(profiler_data, reports_dir, output / "profiler-report.html")
+
+    return draw
 
 
 def _on_signal(evaluator: Evaluator) -> Any:

@@ -77,6 +77,19 @@ class NoMoreData(SdkExtError):
         )
 
 
+class NoMoreProfilerData(NoMoreData):
+    """Training has ended and a profiler rule's next time window starts past the profiler data.
+
+    ``timestamp``: where that window ends (microseconds since the epoch), as in smdebug.
+    """
+
+    def __init__(self, timestamp: int | float) -> None:
+        SdkExtError.__init__(self, f"no more profiler data: the training job has ended and its profiler data "
+                                   f"ends before {int(timestamp)} us")
+        self.step, self.mode, self.last_step = None, ModeKeys.GLOBAL, None
+        self.timestamp = timestamp
+
+
 class RuleEvaluationConditionMet(SdkExtError):
     """A rule found an issue at ``step``. ``end_of_rule`` asks the invoker to stop evaluating."""
 
@@ -263,6 +276,7 @@ __all__ = [
     "MissingCollectionFiles",
     "MissingEventFileError",
     "NoMoreData",
+    "NoMoreProfilerData",
     "RuleEvaluationConditionMet",
     "SMDebugCustomerError",
     "SMDebugError",

@@ -3,6 +3,7 @@
 Collecting (docs/PROFILING.md, "Collecting"): the system monitor (:mod:`sdk_ext.profiler.monitor`), which
 samples one host's CPU, memory, disk, network and GPUs into ``profiler-output/system/``, and the step
 timeline (:mod:`sdk_ext.profiler.timeline`) that the hooks write into ``profiler-output/framework/``.
+Judging (docs/PROFILING.md, "Profiler rules"): the profiler rules (:mod:`sdk_ext.profiler.analysis.rules`).
 Reading: the readers smdebug's ``smdebug.profiler`` package exports, by the same names (imported when
 first used: importing this package runs nothing else, and the hooks import it).
 """

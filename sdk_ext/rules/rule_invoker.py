@@ -11,6 +11,8 @@
   propagates: the caller treats it as the normal end.
 * A firing raises :class:`RuleEvaluationConditionMet` when ``raise_eval_cond``; otherwise the walk goes
   on (and stops if the exception says ``end_of_rule``).
+* A profiler rule (its step is only a counter of time windows) ends the walk with
+  :class:`~sdk_ext.exceptions.NoMoreProfilerData` once the job's data is all seen: a normal return.
 
 * With a time limit (``time_limit``, the evaluator's RuleParameter ``invoke_timeout_secs``), the
   rule's code at one step may run that long; then :class:`~sdk_ext.rules.time_limit.InvocationTimeout`
@@ -28,6 +30,7 @@ import logging
 
 from sdk_ext.exceptions import (
     DamagedDataError,
+    NoMoreProfilerData,
     RuleEvaluationConditionMet,
     StepUnavailable,
     TensorUnavailable,
@@ -79,10 +82,12 @@ def invoke_rule(
         rule_obj.time_limit = time_limit or None
     step = start_step or 0
     can_jump = not rule_obj.overrides_invoke
+    # a profiler rule times its own evaluation, not its wait for the next window of data
+    timed_inside = can_jump or bool(getattr(rule_obj, "times_itself", False))
     logger.info("rule %s: evaluation starts at step %d", rule_obj.rule_name, step)
     while end_step is None or step < end_step:
         try:
-            if can_jump:
+            if timed_inside:
                 rule_obj.invoke(step)  # Rule.invoke times the rule's code itself (not the wait for the step)
             else:
                 with invocation_limit(rule_obj.time_limit, rule=rule_obj.rule_name, step=step):
@@ -107,6 +112,9 @@ def invoke_rule(
             logger.info("%s", err)
             if err.end_of_rule:
                 break
+        except NoMoreProfilerData as err:  # a profiler rule has seen all of the job's data: the normal end
+            logger.info("%s", err)
+            break
         step += 1
     logger.info("rule %s: evaluation ended before step %d", rule_obj.rule_name, step)
 

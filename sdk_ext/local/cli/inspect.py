@@ -11,6 +11,7 @@ import signal
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,9 +38,11 @@ def add_parsers(sub: Any) -> None:
     t.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for the trial's first data")
     t.set_defaults(handler=trial_command)
 
-    r = sub.add_parser("rules", help="run rules over a saved trial",
+    r = sub.add_parser("rules", help="run rules over a saved trial or profiler output",
                        description="Runs one rules/evaluate.py per rule over the trial at PATH (all saved steps; "
-                       "--live waits for a running job's end instead). Exit code: 0 no issues, 3 issues found, "
+                       "--live waits for a running job's end instead). A profiler rule (LowGPUUtilization, "
+                       "StepOutlier, ..., ProfilerReport) runs over PATH's profiler output (a job directory, its "
+                       "profiler-output/, or an s3:// prefix), all of it. Exit code: 0 no issues, 3 issues found, "
                        "2 an evaluation failed.")
     r.add_argument("path")
     r.add_argument("--rule", action="append", default=[], metavar="NAME")
@@ -49,6 +52,16 @@ def add_parsers(sub: Any) -> None:
     r.add_argument("--live", action="store_true", help="the job still writes: evaluate until its end marker")
     r.add_argument("--json", action="store_true")
     r.set_defaults(handler=rules_command)
+
+    f = sub.add_parser("profile", help="summarise a job's profiler output and its profiler rules",
+                       description="PATH: a local job directory, its profiler-output/ directory, or an s3:// prefix "
+                       "of one (SageMaker's <output>/<job>/profiler-output). Prints hosts, utilization, step "
+                       "durations with their outliers, and each profiler rule's verdict. Exit code: 0, or 1 when "
+                       "PATH holds no profiler data.")
+    f.add_argument("path")
+    f.add_argument("--job", type=Path, help="a job.json or saved DescribeTrainingJob response (profiler rules' verdicts)")
+    f.add_argument("--json", action="store_true", help="machine-readable output")
+    f.set_defaults(handler=profile_command)
 
     p = sub.add_parser("report", help="write a self-contained HTML report of a trial and its job")
     p.add_argument("path", help="a local job directory, or a trial (directory or s3:// prefix)")
@@ -162,25 +175,30 @@ def _num(value: Any) -> str:
 # --- rules ------------------------------------------------------------------------------------------
 
 def _evaluate(request: dict[str, Any], trial_path: str, root: Path, extra: list[str],
-              console: Console) -> dict[str, rule_jobs.StatusFile]:
-    """One evaluator per rule over the trial, each with its status file and log in ``root/<rule>``."""
+              console: Console, *, profiler_path: str = "", profiler_extra: Sequence[str] = ()
+              ) -> dict[str, rule_jobs.StatusFile]:
+    """One evaluator per rule, each with its status file and log in ``root/<rule>``: tensor rules over the
+    trial, profiler rules over the profiler output (``profiler_path``)."""
     evaluator = deployment.evaluator_command()
     env = rule_jobs.evaluator_env(os.environ, deployment.child_pythonpath(os.environ.get("PYTHONPATH")))
     procs: list[rule_jobs.RuleProcess] = []
     results: dict[str, rule_jobs.StatusFile] = {}
     try:
-        for rule in request["DebugRuleConfigurations"]:
+        rules = [(r, False) for r in request.get("DebugRuleConfigurations") or []] + \
+            [(r, True) for r in request.get("ProfilerRuleConfigurations") or []]
+        for rule, profiler in rules:
             name = rule["RuleConfigurationName"]
             out = root / name
             out.mkdir(parents=True, exist_ok=True)
-            argv = rule_jobs.evaluator_argv(python=sys.executable, evaluator=evaluator, trial_dir=trial_path,
+            argv = rule_jobs.evaluator_argv(python=sys.executable, evaluator=evaluator,
+                                            trial_dir=profiler_path if profiler else trial_path,
                                             output_dir=out, rule_configuration_name=name,
                                             rule_parameters=rule_jobs.describe_rule_parameters(rule),
-                                            poll_interval=0.2, extra=extra)
+                                            poll_interval=0.2, extra=list(profiler_extra) if profiler else extra)
             child = Child(f"rule {name}", argv, env=env, cwd=out, log_path=out / "evaluator.log",
                           parent_death_signal=signal.SIGKILL)
             child.start()
-            procs.append(rule_jobs.RuleProcess(name, child, out))
+            procs.append(rule_jobs.RuleProcess(name, child, out, profiler=profiler))
         while len(results) < len(procs):
             for p in procs:
                 code = p.child.poll()
@@ -195,28 +213,39 @@ def _evaluate(request: dict[str, Any], trial_path: str, root: Path, extra: list[
 
 
 def rules_command(args: argparse.Namespace, console: Console) -> int:
+    from sdk_ext.profiler.profiler_trial import profiler_root
     from sdk_ext.trials import create_trial
 
     if not args.rule and not args.custom_rule:
         raise ConfigError("name at least one --rule NAME or --custom-rule FILE.py:CLASS", where="arguments")
-    trial_path, _, _ = locate(_existing(args.path))
-    if not trial_path.startswith("s3://"):
-        trial_path = os.path.abspath(trial_path)  # every relative path is the caller's: evaluators run elsewhere
     request = build_request(script=None, base={"TrainingJobName": "sdk-ext-rules"}, job_name=None, rules=args.rule,
                             rule_params=args.rule_param, custom_rules=args.custom_rule)
     extra: list[str] = []
-    if not args.live:
-        steps = create_trial(trial_path, timeout=5.0).steps()
-        if not steps:
-            raise ConfigError(f"the trial at {trial_path} has no saved steps", where="arguments")
-        # a saved trial: its data is there already, so the evaluators need not wait for it
-        extra = ["--end-step", str(steps[-1] + 1), "--wait-timeout", "10"]
+    trial_path = ""
+    if request.get("DebugRuleConfigurations"):
+        trial_path, _, _ = locate(_existing(args.path))
+        if not trial_path.startswith("s3://"):
+            trial_path = os.path.abspath(trial_path)  # every relative path is the caller's: evaluators run elsewhere
+        if not args.live:
+            steps = create_trial(trial_path, timeout=5.0).steps()
+            if not steps:
+                raise ConfigError(f"the trial at {trial_path} has no saved steps", where="arguments")
+            # a saved trial: its data is there already, so the evaluators need not wait for it
+            extra = ["--end-step", str(steps[-1] + 1), "--wait-timeout", "10"]
+    profiler_path = ""
+    if request.get("ProfilerRuleConfigurations"):
+        profiler_path = profiler_root(_existing(args.path))
+        if not profiler_path.startswith("s3://"):
+            profiler_path = os.path.abspath(profiler_path)
+    # saved profiler output is complete whether or not it has its end marker (a copy of a running job's)
+    profiler_extra = ["--profiler"] + ([] if args.live else ["--finished"])
     with contextlib.ExitStack() as scratch:
         if args.output_dir is not None:
             root = args.output_dir.resolve()
         else:  # nobody asked to keep the status files: nothing is left behind
             root = Path(scratch.enter_context(tempfile.TemporaryDirectory(prefix="sdk-ext-rules-")))
-        results = _evaluate(request, trial_path, root, extra, console)
+        results = _evaluate(request, trial_path, root, extra, console, profiler_path=profiler_path,
+                            profiler_extra=profiler_extra)
     rows = [{"RuleConfigurationName": n, "RuleEvaluationStatus": s.status, "Step": s.step,
              "StatusDetails": s.details} for n, s in results.items()]
     if args.json:
@@ -233,6 +262,24 @@ def rules_command(args: argparse.Namespace, console: Console) -> int:
             console.result(f"status files and logs: {root}")
     statuses = {s.status for s in results.values()}
     return 2 if statuses - {"NoIssuesFound", "IssuesFound"} else 3 if "IssuesFound" in statuses else 0
+
+
+# --- profile ----------------------------------------------------------------------------------------
+
+def profile_command(args: argparse.Namespace, console: Console) -> int:
+    from sdk_ext.local.report.profiling import summary_lines
+    from sdk_ext.local.report.profiling_data import collect_profile, profile_json
+
+    _, job, job_dir = locate(_existing(args.path), args.job)
+    console.status("reading the profiler output")
+    data = collect_profile(str(job_dir) if job_dir is not None else args.path, job=job, job_dir=job_dir)
+    console.done()
+    if args.json:
+        console.result(json.dumps(profile_json(data)))
+    else:
+        for line in summary_lines(data):
+            console.result(line)
+    return 0 if data.has_data else 1
 
 
 # --- report -----------------------------------------------------------------------------------------

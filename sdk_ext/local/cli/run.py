@@ -53,6 +53,9 @@ def add_parser(sub: Any) -> None:
                         "200, 500 (default), 1000, 5000 or 60000) into <job dir>/profiler-output, and time each "
                         "step; write it --profile=MS")
     p.add_argument("--no-auto-stop", action="store_true", help="do not deliver events to the auto-stop handler")
+    p.add_argument("--profiler-rules-stop", action="store_true",
+                   help="a profiler rule that finds issues stops the job too (by default only Debugger rules, and "
+                   "profiler rules whose action_json asks for StopTraining, do)")
     p.add_argument("--stop-grace", type=float, default=10.0, help="seconds from SIGTERM to SIGKILL (default 10)")
     p.add_argument("--rule-timeout", type=float, default=60.0,
                    help="seconds rules may run after training ended (default 60)")
@@ -82,7 +85,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
     _refuse_bad_hook_config(request, args)
     echo = console.result if args.verbose and not args.quiet else console.echo
     settings = LocalSettings(jobs_root=args.jobs_dir, stop_grace=args.stop_grace, rule_timeout=args.rule_timeout,
-                             auto_stop=not args.no_auto_stop, output=echo)
+                             auto_stop=not args.no_auto_stop, profiler_rules_stop=args.profiler_rules_stop,
+                             output=echo)
     client = LocalSageMakerClient(settings)
     try:
         runner = client.prepare_job(request, script_args=args.script_args, zero_change=args.zero_change)

@@ -4,9 +4,12 @@ When the file system of the job directory fills (the hook writing tensors, most 
 on usefully: the runner ends it ``Failed`` with a FailureReason naming the file that could not be written,
 stops the rule evaluations with that reason, and ``sdk-ext run`` exits 1 (a failed job), not 2 (bad input).
 
-The runner sees it when one of its own writes fails (job.json, the trial's end marker, the training log), or
-when less than :data:`LOW_WATER` is free on the job directory's file system (a hook that failed to write says
-nothing the runner could see); it looks once more when training ends, before the outcome is decided.
+The runner sees it when one of its own writes fails (job.json, the trial's end marker, the training log), when
+the training process says so on its output (the hook logs the key it could not write and disables itself; a
+script's own ``OSError: [Errno 28]`` reads the same), or when less than :data:`LOW_WATER` is free on the job
+directory's file system; it looks once more when training ends, before the outcome is decided. The output is
+needed because a writer that fails cleans up its temporary files: by the time the runner looks, the disk may
+have room again, though the step did not fit.
 
 Saying so needs a few kilobytes (job.json, the events, the trial's end marker) on a disk that has none:
 :class:`Reserve` holds :data:`RESERVE_BYTES` in ``<job dir>/.sdk-ext-reserve`` from the start of the job and
@@ -18,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -53,6 +57,23 @@ def free_bytes(path: Path) -> int | None:
     except (OSError, AttributeError):
         return None
     return st.f_bavail * st.f_frsize
+
+
+_FULL_LINE = re.compile(r"(?:No space left on device|Disk quota exceeded)")
+_PATH_BEFORE = re.compile(r"(?:writing|cannot write|open|create) '?(/[^\s:']+)'?\s*:?\s*(?:\[Errno \d+\] )?"
+                          r"(?:No space left on device|Disk quota exceeded)")
+_PATH_AFTER = re.compile(r"(?:No space left on device|Disk quota exceeded)\S*:? '(/[^']+)'")
+
+
+def full_in_output(line: str) -> OSError | None:
+    """An output line of a job's program that says the disk (or quota) is full, as the OSError it reports
+    (with the path when the line names one); None for any other line."""
+    found = _FULL_LINE.search(line)
+    if found is None:
+        return None
+    code = errno.EDQUOT if found.group(0).startswith("Disk") else errno.ENOSPC
+    path = _PATH_BEFORE.search(line) or _PATH_AFTER.search(line)
+    return OSError(code, os.strerror(code), path.group(1) if path else None)
 
 
 def is_full(err: BaseException) -> bool:
@@ -120,6 +141,13 @@ class Watch:
             self.on_full(self.full)
         return True
 
+    def output_line(self, line: str, program: Path) -> None:
+        """A line the training process printed: a full disk it reports is noted (the path it names, else
+        ``program``'s log)."""
+        err = full_in_output(line)
+        if err is not None:
+            self.note(err, Path(err.filename) if err.filename else program)
+
     def check(self, log_error: OSError | None, log: Path, *, now: bool = False) -> None:
         """The training log could not be written, or less than :data:`LOW_WATER` is free (looked at once a
         second, or ``now``)."""
@@ -142,4 +170,5 @@ def _write_zeros(fd: int, size: int) -> None:
     os.fsync(fd)
 
 
-__all__ = ["LOW_WATER", "RESERVE_BYTES", "DiskFullError", "Reserve", "Watch", "free_bytes", "is_full"]
+__all__ = ["LOW_WATER", "RESERVE_BYTES", "DiskFullError", "Reserve", "Watch", "free_bytes", "full_in_output",
+           "is_full"]

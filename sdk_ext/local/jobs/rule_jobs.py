@@ -1,5 +1,5 @@
 """Rule evaluations of a local job: one rule evaluator (``sdk_ext.evaluator``, the program of
-``rules/evaluate.py``) process per DebugRuleConfiguration.
+``rules/evaluate.py``) process per DebugRuleConfiguration and per ProfilerRuleConfiguration.
 
 SageMaker starts one Processing job per rule configuration; here each is a subprocess::
 
@@ -10,6 +10,12 @@ Its ``status.json`` (written atomically by the evaluator) is read whenever it ch
 decides when the file never reached a final status. Rule actions (``action_json``) are not run by
 the evaluator locally (``SDK_EXT_RULE_ACTIONS=0``): StopTraining is what the auto-stop handler does,
 and Email/SMS need AWS.
+
+A profiler rule's evaluator reads the job's profiler output (``--trial-dir <profiler-output> --profiler``).
+Its IssuesFound stops the job only where asked for, as the deployed auto-stop function lets profiler rules
+stop jobs only when configured to: by a StopTraining action in the rule's ``action_json``
+(:func:`auto_stop_config`) or by the local settings' ``AutoStopConfig``. DetailedProfilerProcessing
+(SageMaker's post-processing of detailed profiles, no rule) is reported as not evaluated locally.
 """
 
 from __future__ import annotations
@@ -30,6 +36,12 @@ from sdk_ext.local.jobs.processes import Child
 logger = logging.getLogger(__name__)
 
 STATUS_FILE = "status.json"
+#: ProfilerRuleConfigurations a local job does not evaluate (``rule_to_invoke`` -> why).
+NOT_EVALUATED_LOCALLY = {
+    "DetailedProfilerProcessing": "DetailedProfilerProcessing is SageMaker's post-processing of detailed "
+                                  "profiles, not a rule; a local job keeps the torch.profiler traces in "
+                                  "profiler-output/framework/ instead",
+}
 EXIT_STATUS = {0: "NoIssuesFound", 2: "Error", 3: "IssuesFound", 4: "Stopped"}
 _STEP_IN_DETAILS = re.compile(r"\bat step (\d+)\b")
 
@@ -112,11 +124,41 @@ def read_status_file(path: Path) -> StatusFile | None:
     return StatusFile(doc["RuleEvaluationStatus"], details, step, modified)
 
 
-class RuleProcess:
-    """One rule evaluation: its process and the status file it writes."""
+def not_evaluated_locally(rule: Mapping[str, Any]) -> str | None:
+    """Why a ProfilerRuleConfiguration is not evaluated by a local job, or None when it is."""
+    invoke = str((rule.get("RuleParameters") or {}).get("rule_to_invoke", "")).strip()
+    return NOT_EVALUATED_LOCALLY.get(invoke)
 
-    def __init__(self, name: str, child: Child, output_dir: Path) -> None:
+
+def asks_to_stop(rule: Mapping[str, Any]) -> bool:
+    """Whether a rule configuration's ``action_json`` holds a StopTraining action."""
+    action = str((rule.get("RuleParameters") or {}).get("action_json", ""))
+    return "stoptraining" in action.replace("\\", "").replace(" ", "").lower()
+
+
+def auto_stop_config(module: Any, request: Mapping[str, Any], *, profiler_rules_stop: bool = False) -> Any:
+    """The auto-stop function's configuration for a local job, or None for its default (any Debugger rule
+    stops the job, profiler rules do not).
+
+    With ``profiler_rules_stop`` every profiler rule may stop the job too; otherwise the profiler rules whose
+    ``action_json`` asks for StopTraining may (with every Debugger rule, as by default).
+    """
+    profiler = request.get("ProfilerRuleConfigurations") or []
+    if profiler_rules_stop:
+        return module.AutoStopConfig(profiler_rules_can_stop=True)
+    asking = [r["RuleConfigurationName"] for r in profiler if asks_to_stop(r)]
+    if not asking:
+        return None
+    debug = [r["RuleConfigurationName"] for r in request.get("DebugRuleConfigurations") or []]
+    return module.AutoStopConfig(profiler_rules_can_stop=True, rule_names=frozenset([*debug, *asking]))
+
+
+class RuleProcess:
+    """One rule evaluation: its process and the status file it writes (``profiler``: a profiler rule's)."""
+
+    def __init__(self, name: str, child: Child, output_dir: Path, *, profiler: bool = False) -> None:
         self.name = name
+        self.profiler = profiler
         self.child = child
         self.output_dir = output_dir
         self._seen: tuple[int, int] | None = None

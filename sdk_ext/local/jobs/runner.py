@@ -34,6 +34,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from sdk_ext.exceptions import ConfigError
 from sdk_ext.local.jobs import deployment, disk, frameworks, layout, rule_jobs
 from sdk_ext.local.jobs.claim import Claim
 from sdk_ext.local.jobs.entry import Command, check_paths, check_request, failure_reason, resolve_command
@@ -62,6 +63,10 @@ class LocalSettings:
         rule_poll_interval: the evaluators' ``--poll-interval`` (how often they look for new steps).
         stop_grace: SIGTERM to SIGKILL, when a job is stopped (SageMaker gives 120 s).
         rule_timeout: how long rules may keep evaluating after training ended before they are stopped.
+        profiler_rules_stop: profiler rules that find issues stop the job too (the auto-stop function's
+            ``profiler_rules_can_stop``); without it only those whose ``action_json`` asks for StopTraining do.
+        profiler_file_seconds: seconds of system metrics per file (SageMaker's 60; a rule sees a file once
+            it is complete, so tests that watch a live job use less).
         rule_stop_grace: SIGTERM to SIGKILL for rule evaluators.
         region, account: for ARNs and events.
         rules_dir, lambda_dir: a directory holding another evaluate.py to run instead of sdk_ext.evaluator;
@@ -80,6 +85,8 @@ class LocalSettings:
     stop_grace: float = 10.0
     rule_timeout: float = 60.0
     rule_stop_grace: float = 5.0
+    profiler_rules_stop: bool = False
+    profiler_file_seconds: float = 60.0
     region: str = "local"
     account: str = "000000000000"
     rules_dir: Path | None = None
@@ -132,10 +139,16 @@ class JobRunner:
         self._claim: Claim | None = None
         self._disk = disk.Watch(self.dir.root, self.trial_dir, on_full=self._on_disk_full)
         self._rule_arns = self._arns("DebugRuleConfigurations")
+        self._pending_profiler_rules: list[dict[str, Any]] = []  # added by UpdateTrainingJob; started by run()
+        self._evaluator: list[str] | None = None  # the rule evaluator's command (deployment.evaluator_command)
+        profiler_arns = self._arns("ProfilerRuleConfigurations")
+        skipped = {r["RuleConfigurationName"]: why for r in self.request.get("ProfilerRuleConfigurations") or []
+                   if (why := rule_jobs.not_evaluated_locally(r)) is not None}
         self.dispatcher = EventDispatcher([], log_path=self.dir.events)
         self.job = LocalJob(self.request, arn=self.arn, rule_arns=self._rule_arns,
-                            profiler_rule_errors=self._arns("ProfilerRuleConfigurations"), now=settings.now,
-                            on_change=self._on_change)
+                            profiler_rule_arns={n: a for n, a in profiler_arns.items() if n not in skipped},
+                            profiler_rule_errors={n: (profiler_arns[n], why) for n, why in skipped.items()},
+                            now=settings.now, on_change=self._on_change)
 
     def _arns(self, key: str) -> dict[str, str]:
         s, name = self.settings, self.request["TrainingJobName"]
@@ -182,7 +195,7 @@ class JobRunner:
         self._claim = None
 
     def _prepare(self) -> None:
-        if self.request.get("DebugRuleConfigurations"):
+        if self.request.get("DebugRuleConfigurations") or self.request.get("ProfilerRuleConfigurations"):
             self._evaluator = deployment.evaluator_command(self.settings.rules_dir)
         self._command = resolve_command(self.request, self.dir, python=self.settings.python,
                                         entry_point=self.entry_point, script_args=self.script_args,
@@ -198,7 +211,11 @@ class JobRunner:
             from sdk_ext.local.jobs.events import AutoStopTarget
 
             module = deployment.load_auto_stop(self.settings.lambda_dir)
-            targets.append(AutoStopTarget(self.client, config=self.settings.auto_stop_config, module=module))
+            config = self.settings.auto_stop_config
+            if config is None:
+                config = rule_jobs.auto_stop_config(module, self.request,
+                                                    profiler_rules_stop=self.settings.profiler_rules_stop)
+            targets.append(AutoStopTarget(self.client, config=config, module=module))
         self.dispatcher.targets = [*targets, *self.settings.targets]
         self._save()
 
@@ -226,9 +243,21 @@ class JobRunner:
         Raises:
             JobStateError: the job is not InProgress.
         """
+        known = {r["RuleConfigurationName"] for r in self.request.get("ProfilerRuleConfigurations") or []}
         merged = self.job.update_profiler(profiler_config, profiler_rules)
         layout.write_profiler_config(self.dir, merged)
         self.request["ProfilerConfig"] = merged
+        for rule in profiler_rules or []:
+            name = rule["RuleConfigurationName"]
+            if name in known:
+                continue
+            self.request.setdefault("ProfilerRuleConfigurations", []).append(rule)
+            self.job.add_profiler_rule(name, self._arns("ProfilerRuleConfigurations")[name])
+            why = rule_jobs.not_evaluated_locally(rule)
+            if why is not None:
+                self.job.update_rule(name, status="Error", details=f"ClientError: {why}", profiler=True)
+            else:
+                self._pending_profiler_rules.append(rule)
         self._profiling_changed = True
         self._wake.set()
 
@@ -242,13 +271,22 @@ class JobRunner:
             "MonitorPid": self._monitor.pid if self._monitor else None,
             "Rules": {r.name: {"Step": state.step, "Pid": r.child.pid, "ExitCode": r.child.poll(),
                                "StatusFile": str(r.status_path), "Log": str(r.child.log_path)}
-                      for r in self._rules if (state := self.job.rules().get(r.name)) is not None},
+                      for r in self._rules if not r.profiler and (state := self.job.rules().get(r.name)) is not None},
+            "ProfilerRules": {r.name: {"Pid": r.child.pid, "ExitCode": r.child.poll(), "OutputDir": str(r.output_dir),
+                                       "StatusFile": str(r.status_path), "Log": str(r.child.log_path)}
+                              for r in self._rules if r.profiler},
         }
         try:
             layout.write_json(self.dir.job_json, {**to_json(self.job.describe()), "SdkExtLocal": local})
         except OSError as err:
             if not self._disk.note(err, self.dir.job_json):
                 raise
+
+    def _training_output(self, line: str) -> None:
+        """Each line training prints: to the console (if any), and looked at for a full disk it reports."""
+        self._disk.output_line(line, self.dir.training_log)
+        if self.settings.output is not None:
+            self.settings.output(line)
 
     def _on_disk_full(self, full: disk.DiskFullError) -> None:
         """The job's disk is full (disk.py): the supervisor ends the job Failed at its next turn."""
@@ -308,23 +346,48 @@ class JobRunner:
         return child
 
     def _start_rules(self) -> None:
-        env = rule_jobs.evaluator_env(os.environ, deployment.child_pythonpath(os.environ.get("PYTHONPATH")))
         for rule in self.request.get("DebugRuleConfigurations") or []:
-            name = rule["RuleConfigurationName"]
-            out = self.dir.rule_dir(name)
-            out.mkdir(parents=True, exist_ok=True)
-            argv = rule_jobs.evaluator_argv(
-                python=self.settings.python, evaluator=self._evaluator, trial_dir=self.trial_dir,
-                output_dir=out, rule_configuration_name=name,
-                rule_parameters=rule_jobs.describe_rule_parameters(rule),
-                poll_interval=self.settings.rule_poll_interval)
-            try:
-                child = self._spawn(f"rule {name}", argv, env, out, out / "evaluator.log", None, signal.SIGKILL)
-            except OSError as err:
-                self.job.update_rule(name, status="Error", details=f"InternalError: {err}")
-                continue
-            self._rules.append(rule_jobs.RuleProcess(name, child, out))
+            self._start_rule(rule, profiler=False)
+        for rule in self.request.get("ProfilerRuleConfigurations") or []:
+            if rule_jobs.not_evaluated_locally(rule) is None:
+                self._start_rule(rule, profiler=True)
         self._save()
+
+    def _start_pending_rules(self) -> None:
+        """Start the profiler rules UpdateTrainingJob added (on the supervisor's thread)."""
+        while self._pending_profiler_rules:
+            self._start_rule(self._pending_profiler_rules.pop(0), profiler=True)
+            self._save()
+
+    def _start_rule(self, rule: Mapping[str, Any], *, profiler: bool) -> None:
+        """One evaluator process: over the trial for a DebugRuleConfiguration, over the profiler output
+        (``--profiler``) for a ProfilerRuleConfiguration; its output in ``rules/<name>`` (a profiler rule
+        named like a Debugger rule: ``rules/<name>-profiler``)."""
+        env = rule_jobs.evaluator_env(os.environ, deployment.child_pythonpath(os.environ.get("PYTHONPATH")))
+        name = rule["RuleConfigurationName"]
+        if self._evaluator is None:  # a job that had no rules until UpdateTrainingJob added one
+            try:
+                self._evaluator = deployment.evaluator_command(self.settings.rules_dir)
+            except ConfigError as err:
+                self.job.update_rule(name, status="Error", details=f"InternalError: {err}", profiler=profiler)
+                return
+        debug_names = {r["RuleConfigurationName"] for r in self.request.get("DebugRuleConfigurations") or []}
+        out = self.dir.rule_dir(f"{name}-profiler" if profiler and name in debug_names else name)
+        out.mkdir(parents=True, exist_ok=True)
+        trial: str | Path = self.trial_dir
+        if profiler:
+            trial = layout.profiler_dir(self.dir, self.request.get("ProfilerConfig") or {})
+        argv = rule_jobs.evaluator_argv(
+            python=self.settings.python, evaluator=self._evaluator, trial_dir=trial,
+            output_dir=out, rule_configuration_name=name,
+            rule_parameters=rule_jobs.describe_rule_parameters(rule),
+            poll_interval=self.settings.rule_poll_interval, extra=["--profiler"] if profiler else [])
+        try:
+            child = self._spawn(f"rule {name}", argv, env, out, out / "evaluator.log", None, signal.SIGKILL)
+        except OSError as err:
+            self.job.update_rule(name, status="Error", details=f"InternalError: {err}", profiler=profiler)
+            return
+        self._rules.append(rule_jobs.RuleProcess(name, child, out, profiler=profiler))
 
     def _train(self) -> None:
         assert self._command is not None
@@ -340,7 +403,7 @@ class JobRunner:
         self._sync_monitor()  # sampling starts before training does
         try:
             self._training = self._spawn("training", command.argv, env, command.cwd, self.dir.training_log,
-                                         self.settings.output, signal.SIGTERM)
+                                         self._training_output, signal.SIGTERM)
         except OSError as err:
             self.job.training_ended(failure_reason=f"AlgorithmError: {err}")
             return
@@ -353,6 +416,7 @@ class JobRunner:
             self._wake.clear()
             self._refresh_rules()
             self._sync_monitor()
+            self._start_pending_rules()
             if max_runtime and time.monotonic() - started > float(max_runtime) and not self.job.stop_requested:
                 try:
                     self.job.request_stop(secondary="MaxRuntimeExceeded")
@@ -375,10 +439,10 @@ class JobRunner:
 
     def _end_rules(self, why: str) -> None:
         """The job failed under the rules (their processes have ended): a rule without a verdict of its own
-        is Stopped, saying why."""
+        is Stopped, saying why (also one that says it was stopped by the signal the runner sent it)."""
         for r in self._rules:
             r.read_if_changed()
-            if r.last is not None and r.last.status in TERMINAL_RULE_STATUSES:
+            if r.last is not None and r.last.status in TERMINAL_RULE_STATUSES and r.last.status != "Stopped":
                 continue  # its own verdict stands (_refresh_rules applies it)
             self.job.update_rule(r.name, status="Stopped", details=f"Rule evaluation stopped: {why}")
 
@@ -404,7 +468,7 @@ class JobRunner:
         base["PYTHONPATH"] = deployment.child_pythonpath(os.environ.get("PYTHONPATH"))
         argv = [self.settings.python, "-m", "sdk_ext.profiler.monitor", "--out",
                 str(layout.profiler_dir(self.dir, config)), "--host", layout.HOST, "--config",
-                str(self.dir.profiler_config)]
+                str(self.dir.profiler_config), "--period", repr(float(self.settings.profiler_file_seconds))]
         try:
             self._monitor = self._spawn("profiler monitor", argv, base, self.dir.root,
                                         self.dir.root / "logs" / "profiler-monitor.log", None, signal.SIGTERM)
@@ -415,14 +479,16 @@ class JobRunner:
         """Training ended: stop the monitor (it publishes its file), publish what killed writers left,
         and mark the end in system/ and framework/ as SageMaker does."""
         self._profiling_ended = True
+        waiting = any(r.profiler for r in self._rules)  # profiler rules end at the markers, data or not
         config = self.request.get("ProfilerConfig")
-        if config is None:
+        if config is None and not waiting:
             return
+        config = config or {}
         if self._monitor is not None and self._monitor.stop(self.settings.rule_stop_grace) not in (0, None):
             logger.warning("job %s: the system monitor failed; see %s", self.name, self._monitor.log_path)
         out = layout.profiler_dir(self.dir, config)
-        if not out.is_dir():
-            return  # profiling was never on
+        if not out.is_dir() and not waiting:
+            return  # profiling was never on, and no profiler rule waits for its end
         from sdk_ext.profiler import system_files, timeline
 
         try:
@@ -453,7 +519,7 @@ class JobRunner:
         changed = False
         for r in self._rules:
             code = r.child.poll()
-            current = self.job.rules()[r.name]
+            current = (self.job.profiler_rules() if r.profiler else self.job.rules())[r.name]
             if current.status in ("NoIssuesFound", "IssuesFound", "Error", "Stopped"):
                 continue
             seen = r.final_status(code) if code is not None else r.read_if_changed()
@@ -463,7 +529,7 @@ class JobRunner:
             if seen.status == "Error" and details and "No debugging data" in details:
                 details = f"{details.rstrip()} Why: {self._no_data_reason()}"
             changed |= self.job.update_rule(r.name, status=seen.status, details=details, step=seen.step,
-                                            modified=seen.modified)
+                                            modified=seen.modified, profiler=r.profiler)
         if changed or final:
             self._save()
 

@@ -112,7 +112,9 @@ class LocalJob:
         request: the CreateTrainingJob request (kept as a deep copy).
         arn: the job's ARN.
         rule_arns: RuleConfigurationName -> RuleEvaluationJobArn, for every DebugRuleConfiguration.
-        profiler_rule_errors: ProfilerRuleConfiguration names, reported as Error (not run locally).
+        profiler_rule_arns: the same for the ProfilerRuleConfigurations the job evaluates (InProgress at first).
+        profiler_rule_errors: ProfilerRuleConfiguration name -> (ARN, why it is not evaluated locally), reported
+            as Error from the start (e.g. DetailedProfilerProcessing, SageMaker's own post-processing).
         now: the clock for every timestamp (timezone-aware UTC).
         on_change: called with each new DescribeTrainingJob view, under the lock; must only enqueue.
     """
@@ -123,7 +125,8 @@ class LocalJob:
         *,
         arn: str,
         rule_arns: Mapping[str, str],
-        profiler_rule_errors: Mapping[str, str] | None = None,
+        profiler_rule_arns: Mapping[str, str] | None = None,
+        profiler_rule_errors: Mapping[str, tuple[str, str]] | None = None,
         now: Callable[[], datetime] = utc_now,
         on_change: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
@@ -144,11 +147,10 @@ class LocalJob:
             {"Status": "Starting", "StartTime": created, "StatusMessage": _MESSAGES["Starting"]}
         ]
         self._rules = {n: RuleState(n, a, "InProgress", created) for n, a in rule_arns.items()}
-        self._profiler_rules = [
-            RuleState(n, a, "Error", created, details="ClientError: profiler rules are not evaluated locally "
-                      "(sdk_ext.local runs DebugRuleConfigurations only)")
-            for n, a in (profiler_rule_errors or {}).items()
-        ]
+        self._profiler_rules = {n: RuleState(n, a, "InProgress", created)
+                                for n, a in (profiler_rule_arns or {}).items()}
+        for n, (a, why) in (profiler_rule_errors or {}).items():
+            self._profiler_rules[n] = RuleState(n, a, "Error", created, details=f"ClientError: {why}")
         self._stop_requested = False
         self._done = threading.Event()
 
@@ -170,8 +172,14 @@ class LocalJob:
         return self._done
 
     def rules(self) -> dict[str, RuleState]:
+        """The DebugRuleConfigurations' evaluations."""
         with self._lock:
             return dict(self._rules)
+
+    def profiler_rules(self) -> dict[str, RuleState]:
+        """The ProfilerRuleConfigurations' evaluations."""
+        with self._lock:
+            return dict(self._profiler_rules)
 
     def describe(self) -> dict[str, Any]:
         """A DescribeTrainingJob response (a new dict; timestamps are timezone-aware datetimes)."""
@@ -200,7 +208,7 @@ class LocalJob:
         if self._rules:
             d["DebugRuleEvaluationStatuses"] = [r.to_describe() for r in self._rules.values()]
         if self._profiler_rules:
-            d["ProfilerRuleEvaluationStatuses"] = [r.to_describe() for r in self._profiler_rules]
+            d["ProfilerRuleEvaluationStatuses"] = [r.to_describe() for r in self._profiler_rules.values()]
         if "ProfilerConfig" in self._request:
             d["ProfilingStatus"] = profiling_status(self._request["ProfilerConfig"])
         return d
@@ -294,14 +302,23 @@ class LocalJob:
             self._changed()
             return final
 
+    def add_profiler_rule(self, name: str, arn: str) -> None:
+        """A ProfilerRuleConfiguration added by UpdateTrainingJob: its evaluation starts (InProgress)."""
+        with self._lock:
+            if name not in self._profiler_rules:
+                self._profiler_rules[name] = RuleState(name, arn, "InProgress", self._now())
+                self._changed()
+
     def update_rule(self, name: str, *, status: str, details: str | None, step: int | None = None,
-                    modified: datetime | None = None) -> bool:
-        """Set a rule's evaluation status. Returns False (no event) when nothing changed.
+                    modified: datetime | None = None, profiler: bool = False) -> bool:
+        """Set a rule's evaluation status (``profiler``: a ProfilerRuleConfiguration's). Returns False (no
+        event) when nothing changed.
 
         A terminal rule status is final: later updates are ignored (SageMaker shows one outcome).
         """
         with self._lock:
-            old = self._rules[name]
+            rules = self._profiler_rules if profiler else self._rules
+            old = rules[name]
             if old.status in TERMINAL_RULE_STATUSES:
                 return False
             if status not in RULE_STATUSES:
@@ -309,7 +326,7 @@ class LocalJob:
             new = replace(old, status=status, details=details, step=step, modified=modified or self._now())
             if (new.status, new.details, new.step) == (old.status, old.details, old.step):
                 return False
-            self._rules[name] = new
+            rules[name] = new
             self._changed()
             return True
 

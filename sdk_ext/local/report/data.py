@@ -41,6 +41,7 @@ import numpy as np
 from sdk_ext.exceptions import MissingCollectionFiles, SdkExtError
 from sdk_ext.local.jobs import claim
 from sdk_ext.local.jobs.rule_jobs import step_from_details
+from sdk_ext.local.report.profiling_data import ProfileData, collect_profile
 from sdk_ext.local.report.svg import Series
 from sdk_ext.local.report.xgboost_parts import Importance, importance, metric_series
 from sdk_ext.modes import ModeKeys
@@ -90,6 +91,7 @@ class ReportData:
     log_tail: list[str] = field(default_factory=list)  # the training log's last lines, when the job failed
     metrics: Panel = field(default_factory=lambda: Panel([]))  # metrics that are not losses (XGBoost: auc...)
     importance: Importance | None = None  # feature importance (XGBoost)
+    profile: ProfileData | None = None  # the job's profiler output and profiler rules, when it has either
 
     def step_text(self, step: int) -> str:
         """``58 (TRAIN step 42)`` for a step of a mode, ``58`` for a GLOBAL or unknown one."""
@@ -208,9 +210,15 @@ def collect(path: str | os.PathLike[str], *, job_file: str | os.PathLike[str] | 
     trial_path, job, job_dir = locate(path, job_file)
     verdicts = verdicts_of(job)
     around = _job_context(job, job_dir)
+    around["profile"] = profile_of(path, job, job_dir, max_points=max_points)
+    if around["profile"] is not None and not (job or {}).get("DebugRuleConfigurations"):
+        around["no_data"] = None  # a job that only profiles saving no tensors is not a problem
     try:
         trial = create_trial(trial_path, timeout=trial_timeout)
     except MissingCollectionFiles:
+        if job is None and around["profile"] is not None:  # profiler output only
+            return ReportData(title=Path(os.fspath(path)).name, trial_path=str(trial_path), steps=[], modes={},
+                              workers=[], tensor_count=0, collections={}, job=None, verdicts=[], **around)
         if job is None:
             raise
         # a job that saved nothing still gets its report: the rules, why nothing was saved, the log
@@ -264,6 +272,24 @@ def collect(path: str | os.PathLike[str], *, job_file: str | os.PathLike[str] | 
 LOG_TAIL_LINES = 40
 
 
+def profile_of(path: str | os.PathLike[str], job: Mapping[str, Any] | None, job_dir: Path | None, *,
+               max_points: int) -> ProfileData | None:
+    """The profiling part's data: for a job that profiled or ran profiler rules, or a profiler-output path."""
+    from sdk_ext.profiler.profiler_trial import profiler_root
+
+    root = profiler_root(job_dir if job_dir is not None else path)
+    local = not root.startswith("s3://")
+    has_output = (Path(root) / "system").is_dir() or (Path(root) / "framework").is_dir() if local \
+        else root.rstrip("/").endswith("profiler-output")
+    if not has_output and not (job or {}).get("ProfilerRuleConfigurations"):
+        return None
+    try:
+        return collect_profile(root, job=job, job_dir=job_dir, max_points=max_points)
+    except SdkExtError as err:
+        logger.warning("the profiler output at %s was not read: %s", root, err)
+        return None
+
+
 def _job_context(job: Mapping[str, Any] | None, job_dir: Path | None) -> dict[str, Any]:
     """The report's facts from the job rather than the trial: rule parameters, no-data reason, log tail."""
     from sdk_ext.local.jobs.preflight import no_data_note
@@ -283,9 +309,9 @@ def _job_context(job: Mapping[str, Any] | None, job_dir: Path | None) -> dict[st
 def _split_by_mode(trial: Trial, line: Series) -> list[Series]:
     """One series per mode (``name (TRAIN)``, ``name (EVAL)``; x stays the global step) when the
     tensor was saved in more than one mode; else ``line`` as it is."""
-    by_mode: dict[ModeKeys, tuple[list[int], list[float]]] = {}
+    by_mode: dict[ModeKeys, tuple[list[float], list[float]]] = {}
     for step, value in zip(line.steps, line.values):
-        mode = trial.mode(step) or ModeKeys.GLOBAL
+        mode = trial.mode(int(step)) or ModeKeys.GLOBAL
         xs, ys = by_mode.setdefault(mode, ([], []))
         xs.append(step)
         ys.append(value)

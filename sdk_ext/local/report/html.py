@@ -20,6 +20,7 @@ from typing import Any
 from sdk_ext import __version__
 from sdk_ext.local.report import svg
 from sdk_ext.local.report.data import Panel, Progress, ReportData, Verdict, collect
+from sdk_ext.local.report.profiling import PROFILE_CSS, profiling_html
 from sdk_ext.local.report.xgboost_parts import importance_html
 from sdk_ext.rules.status import checked_nothing, checked_partly, coverage_gap, reason
 
@@ -104,6 +105,9 @@ def outcome(data: ReportData) -> tuple[str, str]:
     job = data.job or {}
     status = job.get("TrainingJobStatus")
     fired = [v for v in data.verdicts if v.status == "IssuesFound"]
+    if data.profile is not None:  # a profiler rule that found issues (its configuration, not ProfilerReport's parts)
+        fired += [Verdict(v.rule, v.status, None, v.details) for v in data.profile.verdicts
+                  if v.parent is None and v.status == "IssuesFound"]
     if data.stopped_by:
         rules = [r for d in data.stopped_by for r in d.get("rules", [])]
         steps = {v.rule: v.step for v in data.verdicts}
@@ -248,6 +252,8 @@ def render_html(data: ReportData) -> str:
     # an XGBoost trial has no gradients or weights to chart: no empty sections for them
     xgboost_only = (data.importance is not None or bool(data.metrics.series)) and not (
         data.gradients.series or data.weights.series)
+    # a job that profiled but saved no tensors (and ran no Debugger rule): no empty tensor charts
+    profile_only = data.profile is not None and not data.steps and not data.verdicts
     job_rows = [
         ("training job", escape(str(job.get("TrainingJobName", "")))),
         ("status", _badge(job["TrainingJobStatus"]) + f" {escape(str(job.get('SecondaryStatus', '')))}"
@@ -272,19 +278,22 @@ def render_html(data: ReportData) -> str:
          if data.no_data else ""),
         "<h2>Rules</h2>", _rules_table(data),
         _log_tail(data),
+        profiling_html(data.profile) if data.profile is not None else "",
         *(chart_html(title, y_label, getattr(data, field_name), markers, empty, x_range)
           for key, (title, y_label, field_name, empty) in CHARTS.items()
           if (key not in ("scalars", "metrics") or getattr(data, field_name).series)
-          and not (xgboost_only and key in ("gradients", "weights"))),
+          and not (xgboost_only and key in ("gradients", "weights"))
+          and not profile_only),
         importance_html(data.importance),
-        "<h2>Job</h2>" + _facts(job_rows) if job else "", "<h2>Trial</h2>" + _facts(trial_rows),
+        "<h2>Job</h2>" + _facts(job_rows) if job else "",
+        "" if profile_only else "<h2>Trial</h2>" + _facts(trial_rows),
         (f"<footer>Written by sdk_ext {escape(__version__)} on "
          f"{datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M:%S UTC')}. Red crosses on a chart's top edge: "
          "NaN or infinite values; rings on the bottom edge of a log axis: zeros. Dashed lines: rules that found "
          "issues, at their step.</footer>"),
     ]
     return (f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>sdk_ext report: "
-            f"{escape(data.title)}</title><style>{_CSS}</style></head><body>{''.join(body)}</body></html>\n")
+            f"{escape(data.title)}</title><style>{_CSS}{PROFILE_CSS}</style></head><body>{''.join(body)}</body></html>\n")
 
 
 def write_report(path: str | os.PathLike[str], out: str | os.PathLike[str], *,

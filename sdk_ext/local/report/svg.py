@@ -23,11 +23,13 @@ NON_FINITE = "#d62728"
 
 @dataclass(frozen=True, slots=True)
 class Series:
-    """One line: ``values[i]`` at ``steps[i]``."""
+    """One line: ``values[i]`` at ``steps[i]`` (``dots``: points only, no line between them)."""
 
     name: str
-    steps: Sequence[int]
+    steps: Sequence[float]
     values: Sequence[float]
+    dots: bool = False
+    color: str | None = None  # default: the palette's, by the series' place in the chart
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,9 +48,12 @@ class Chart:
     series: Sequence[Series]
     markers: Sequence[Marker] = field(default_factory=tuple)
     log_y: bool = False
-    x_range: tuple[int, int] | None = None  # steps the x axis spans at least (to line up several charts)
+    x_range: tuple[float, float] | None = None  # steps the x axis spans at least (to line up several charts)
     width: int = 880
     height: int = 300
+    x_label: str = "global step"
+    x_whole: bool = True  # x is a count (steps): ticks only at whole numbers
+    y_range: tuple[float, float] | None = None  # the y axis spans at least this (percentages: 0 to 100)
 
 
 def color(index: int) -> str:
@@ -154,7 +159,7 @@ def render(chart: Chart) -> str:
         return v
 
     plotted = [y for s in chart.series for v in s.values if (y := y_of(v)) is not None]
-    y_low, y_high = _y_range(plotted, chart.log_y)
+    y_low, y_high = _y_range(plotted + [y for v in chart.y_range or () if (y := y_of(v)) is not None], chart.log_y)
 
     def px(step: float) -> float:
         return left + (step - x_low) / (x_high - x_low) * pw
@@ -167,12 +172,13 @@ def render(chart: Chart) -> str:
            f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="#fff" stroke="#999"/>',
            (f'<text transform="translate(14 {top + ph / 2}) rotate(-90)" text-anchor="middle" class="axis">'
             f'{escape(chart.y_label)}</text>'),
-           f'<text x="{left + pw / 2}" y="{h - 4}" text-anchor="middle" class="axis">global step</text>']
+           f'<text x="{left + pw / 2}" y="{h - 4}" text-anchor="middle" class="axis">{escape(chart.x_label)}</text>']
     for tick in nice_ticks(x_low, x_high, 8):
-        if x_low <= tick <= x_high and float(tick).is_integer():
+        if x_low <= tick <= x_high and (float(tick).is_integer() or not chart.x_whole):
             x = px(tick)
+            label = str(int(tick)) if float(tick).is_integer() else fmt(tick)
             out.append(f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{top + ph}" class="grid"/>'
-                       f'<text x="{x:.1f}" y="{top + ph + 14}" text-anchor="middle" class="tick">{int(tick)}</text>')
+                       f'<text x="{x:.1f}" y="{top + ph + 14}" text-anchor="middle" class="tick">{label}</text>')
     y_ticks = [float(t) for t in range(int(y_low), int(y_high) + 1)] if chart.log_y else nice_ticks(y_low, y_high)
     if chart.log_y and len(y_ticks) > 8:
         stride = math.ceil(len(y_ticks) / 8)
@@ -184,7 +190,7 @@ def render(chart: Chart) -> str:
             out.append(f'<line x1="{left}" y1="{y:.1f}" x2="{left + pw}" y2="{y:.1f}" class="grid"/>'
                        f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end" class="tick">{label}</text>')
     for i, series in enumerate(chart.series):
-        out.extend(_series(series, color(i), px, py, y_of, top, top + ph))
+        out.extend(_series(series, series.color or color(i), px, py, y_of, top, top + ph))
     spans = []
     for marker in chart.markers:
         x, width = px(marker.step), len(marker.label) * LABEL_CHAR_PX
@@ -212,7 +218,11 @@ def _series(series: Series, stroke: str, px: Callable[[float], float], py: Calla
     run: list[str] = []
 
     def flush() -> None:
-        if len(run) > 1:
+        if series.dots:
+            for point in run:
+                x, y = point.split(",")
+                parts.append(f'<circle cx="{x}" cy="{y}" r="3" fill="{stroke}"/>')
+        elif len(run) > 1:
             parts.append(f'<polyline fill="none" stroke="{stroke}" stroke-width="1.8" points="{" ".join(run)}"/>')
         elif len(run) == 1:
             x, y = run[0].split(",")

@@ -16,10 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import smdebug_rulesconfig as rule_configs
+from smdebug_rulesconfig.profiler_rules import rules as profiler_configs
 
-from sdk_ext.debugger import CollectionConfig, DebuggerHookConfig, Rule, apply_debugger
+from sdk_ext.debugger import CollectionConfig, DebuggerHookConfig, ProfilerRule, Rule, apply_debugger
 from sdk_ext.exceptions import ConfigError
-from sdk_ext.rules.builtin import BUILTIN_RULES
+from sdk_ext.rules.builtin import BUILTIN_RULES, PROFILER_RULE_NAMES
 
 LOCAL_OUTPUT = "s3://sdk-ext-local/output"  # a placeholder: local jobs write into their job directory
 REGION = "us-east-1"  # only names the (unused) rule images
@@ -53,12 +54,27 @@ def builtin_rule(name: str) -> dict[str, Any]:
     table = {k: v for k, v in table.items() if k in runnable}
     if found is None:
         names = sorted(_call(v)["DebugRuleConfiguration"]["RuleConfigurationName"] for v in table.values())
-        close = difflib.get_close_matches(_key(name), [_key(n) for n in names], n=1, cutoff=0.6)
-        guess = next((f"did you mean {n}? " for n in names if close and _key(n) == close[0]), "")
+        candidates = [*names, *PROFILER_RULE_NAMES]
+        close = difflib.get_close_matches(_key(name), [_key(n) for n in candidates], n=1, cutoff=0.6)
+        guess = next((f"did you mean {n}? " for n in candidates if close and _key(n) == close[0]), "")
         raise ConfigError(f"--rule {name!r}: not a built-in rule; {guess}choose one of {', '.join(names)} "
-                          "(or --custom-rule FILE.py:CLASS)", where="arguments")
+                          f"(or --custom-rule FILE.py:CLASS); profiler rules: {', '.join(PROFILER_RULE_NAMES)}",
+                          where="arguments")
     config: dict[str, Any] = _call(found)
     return config
+
+
+def profiler_rule(name: str, parameters: Mapping[str, str] | None) -> ProfilerRule | None:
+    """``ProfilerRule.sagemaker(rule_configs.<Rule>())`` for a profiler rule named like SageMaker does (case and
+    ``_`` ignored), with ``parameters`` (strings, checked by the rule evaluator) over rulesconfig's defaults;
+    None when ``name`` is not a profiler rule."""
+    canonical = next((n for n in PROFILER_RULE_NAMES if _key(n) == _key(name)), None)
+    if canonical is None:
+        return None
+    base = getattr(profiler_configs, canonical, None)  # OverallFrameworkMetrics is not in rulesconfig
+    config = base() if base is not None else type(canonical, (profiler_configs.ProfilerRuleBase,), {})()
+    config.rule_parameters.update(parameters or {})
+    return ProfilerRule.sagemaker(config)
 
 
 def _call(function_name: str) -> Any:
@@ -147,9 +163,14 @@ def build_request(
     unknown = [n for n in per_rule if _key(n) not in named]
     if unknown:
         raise ConfigError(f"--rule-param for {unknown}, which no --rule or --custom-rule names", where="arguments")
-    rule_objects = []
+    rule_objects: list[Any] = []
+    profiler_rules: list[ProfilerRule] = []
     for name in rules:
         params = next((p for n, p in per_rule.items() if _key(n) == _key(name)), None)
+        as_profiler = profiler_rule(name, params)
+        if as_profiler is not None:
+            profiler_rules.append(as_profiler)
+            continue
         rule_objects.append(Rule.sagemaker(builtin_rule(name), rule_parameters=params))
     for spec in custom_rules:
         path, sep, cls = spec.rpartition(":")
@@ -163,7 +184,7 @@ def build_request(
     hook_parameters = dict(split_param(h, "--hook-param", named=False)[1:] for h in hook_params)
     saving = _save_settings(hook_parameters, save_interval, default_save_interval)
     hook_parameters.update(saving)
-    touches_hook = bool(names or hook_parameters or rule_objects) or "DebugHookConfig" not in request
+    touches_hook = bool(names or hook_parameters or rule_objects or profiler_rules) or "DebugHookConfig" not in request
     if touches_hook:
         existing = request.get("DebugHookConfig") or {}
         hook = DebuggerHookConfig(
@@ -172,10 +193,18 @@ def build_request(
             collection_configs=[CollectionConfig(n, per_collection.get(n)) for n in names] or None)
         request.pop("DebugHookConfig", None)
         existing_collections = existing.get("CollectionConfigurations") or []
-        # a request's own ProfilerConfig is kept; a new job profiles only with --profile
-        request = apply_debugger(request, debugger_hook_config=hook, rules=rule_objects or None, region=REGION,
-                                 disable_profiler=None if "ProfilerConfig" in request else True,
-                                 uploader=LocalSourceUploader())
+        # a request's own ProfilerConfig is kept; a new job profiles only with --profile or a profiler rule
+        # (which gets SageMaker's default ProfilerConfig, as the v2 Estimator gives it)
+        profiles = "ProfilerConfig" in request or bool(profiler_rules)
+        if profiler_rules and not (request.get("OutputDataConfig") or {}).get("S3OutputPath"):
+            request["OutputDataConfig"] = {**(request.get("OutputDataConfig") or {}), "S3OutputPath": LOCAL_OUTPUT}
+        existing_profiler_rules = list(request.get("ProfilerRuleConfigurations") or [])
+        request = apply_debugger(request, debugger_hook_config=hook,
+                                 rules=[*rule_objects, *profiler_rules] or None, region=REGION,
+                                 disable_profiler=None if profiles else True, uploader=LocalSourceUploader())
+        if existing_profiler_rules and profiler_rules:
+            request["ProfilerRuleConfigurations"] = [*existing_profiler_rules,
+                                                     *request.get("ProfilerRuleConfigurations", [])]
         request["DebugHookConfig"]["CollectionConfigurations"] = [
             *existing_collections, *request["DebugHookConfig"]["CollectionConfigurations"]]
     for collection in request["DebugHookConfig"]["CollectionConfigurations"] if saving else ():

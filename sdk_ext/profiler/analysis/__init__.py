@@ -1,1 +1,2 @@
-"""Analysis helpers over profiler output (smdebug's ``smdebug.profiler.analysis``)."""
+"""Analysis of profiler output (smdebug's ``smdebug.profiler.analysis``): helpers (``utils``) and the profiler
+rules (``rules``)."""

@@ -43,12 +43,16 @@ BUILTIN_RULES: dict[str, type[BuiltinRule]] = {
     )
 }
 
-#: Rules SageMaker ships that this package does not evaluate (profiler rules, report builders).
-UNSUPPORTED_RULES = frozenset({
-    "ProfilerReport", "BatchSize", "CPUBottleneck", "Dataloader", "GPUMemoryIncrease", "IOBottleneck",
-    "LoadBalancing", "LowGPUUtilization", "MaxInitializationTime", "OverallSystemUsage", "StepOutlier",
-    "OverallFrameworkMetrics", "CreateXgboostReport", "DetailedProfilerProcessing",
-})
+#: SageMaker's profiler rules: they judge a job's profiler output, not a trial's tensors, and live in
+#: sdk_ext.profiler.analysis.rules (the rule evaluator runs them by these names).
+PROFILER_RULE_NAMES = (
+    "LowGPUUtilization", "CPUBottleneck", "IOBottleneck", "GPUMemoryIncrease", "BatchSize", "LoadBalancing",
+    "OverallSystemUsage", "StepOutlier", "MaxInitializationTime", "Dataloader", "OverallFrameworkMetrics",
+    "ProfilerReport",
+)
+
+#: Rules SageMaker ships that this package does not evaluate (report builders and post-processing).
+UNSUPPORTED_RULES = frozenset({"CreateXgboostReport", "DetailedProfilerProcessing"})
 
 _NOT_PARAMETERS = {"base_trial", "other_trials"}
 
@@ -63,9 +67,13 @@ def get_builtin_rule(name: str) -> type[BuiltinRule]:
     for known, cls in BUILTIN_RULES.items():
         if known.lower() == wanted:
             return cls
+    if any(wanted == n.lower() for n in PROFILER_RULE_NAMES):
+        raise ConfigError(f"rule_to_invoke={name!r} is a profiler rule: it judges a job's profiler output, not a "
+                          "trial's tensors (sdk_ext.profiler.analysis.rules; the rule evaluator runs it over the "
+                          "profiler output); tensor rules: " + ", ".join(BUILTIN_RULES), where="rule")
     if any(wanted == n.lower() for n in UNSUPPORTED_RULES):
-        raise ConfigError(f"rule_to_invoke={name!r} is a SageMaker profiler/report rule, which this evaluator "
-                          "does not run; tensor rules: " + ", ".join(BUILTIN_RULES), where="rule")
+        raise ConfigError(f"rule_to_invoke={name!r} is a SageMaker report or post-processing job, which this "
+                          "evaluator does not run; tensor rules: " + ", ".join(BUILTIN_RULES), where="rule")
     raise ConfigError(f"rule_to_invoke={name!r} is not a built-in rule; use one of: " + ", ".join(BUILTIN_RULES),
                       where="rule")
 
@@ -81,6 +89,7 @@ def rule_parameter_names(cls: type) -> list[str]:
 
 __all__ = [
     "BUILTIN_RULES",
+    "PROFILER_RULE_NAMES",
     "UNSUPPORTED_RULES",
     "AllZero",
     "BuiltinRule",

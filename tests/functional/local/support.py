@@ -125,7 +125,8 @@ def job_pids(job_dir: Path) -> list[int]:
     """Every child pid the runner recorded in job.json (training, system monitor and rule evaluators)."""
     local = json.loads((job_dir / "job.json").read_text())["SdkExtLocal"]
     pids = [local[k] for k in ("TrainingPid", "MonitorPid") if local.get(k)]
-    return pids + [r["Pid"] for r in local["Rules"].values() if r.get("Pid")]
+    rules = [*local["Rules"].values(), *(local.get("ProfilerRules") or {}).values()]
+    return pids + [r["Pid"] for r in rules if r.get("Pid")]
 
 
 def events(job_dir: Path) -> list[dict[str, Any]]:

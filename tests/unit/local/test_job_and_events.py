@@ -28,7 +28,7 @@ def _job(seen: list[dict[str, Any]] | None = None) -> LocalJob:
                "ProfilerConfig": {"S3OutputPath": "s3://b/p"}, "Tags": [{"Key": "k", "Value": "v"}]}
     return LocalJob(request, arn="arn:aws:sagemaker:local:000000000000:training-job/mnist-1",
                     rule_arns={"VanishingGradient": "arn:...:processing-job/vg"},
-                    profiler_rule_errors={"ProfilerReport": "arn:...:processing-job/pr"}, now=_clock(),
+                    profiler_rule_errors={"ProfilerReport": ("arn:...:processing-job/pr", "not run")}, now=_clock(),
                     on_change=None if seen is None else seen.append)
 
 

@@ -38,8 +38,10 @@ def test_builtin_rule_names_are_case_insensitive_and_unknown_ones_list_the_valid
     assert get_builtin_rule(" vanishinggradient ") is VanishingGradient
     with pytest.raises(ConfigError, match="'VanishingGradients' is not a built-in rule; use one of: .*TreeDepth"):
         get_builtin_rule("VanishingGradients")
-    with pytest.raises(ConfigError, match="profiler/report rule"):
+    with pytest.raises(ConfigError, match="is a profiler rule: it judges a job's profiler output"):
         get_builtin_rule("CPUBottleneck")
+    with pytest.raises(ConfigError, match="report or post-processing job"):
+        get_builtin_rule("CreateXgboostReport")
 
 
 def test_builtin_unknown_parameter_is_an_error_naming_it():

@@ -384,16 +384,6 @@ def run(args: argparse.Namespace, params: dict[str, str], evaluator: Evaluator) 
                                                                    *_coverage_notes(rule)))
 
 
-def _coverage_notes(rule: Any) -> tuple[str | None, str | None]:
-    """Why the rule checked nothing, or which of its checks did not, if it knows (built-in rules do; a
-    custom rule cannot tell)."""
-    notes = []
-    for method in ("coverage_note", "part_coverage_note"):
-        note = getattr(rule, method, None)
-        notes.append(note() if callable(note) else None)
-    return notes[0], notes[1]
-
-
 def run_profiler_rule(args: argparse.Namespace, request: Any, evaluator: Evaluator, cls: Any) -> int:
     """A profiler rule over the job's profiler output (``--trial-dir``: a profiler-output/ directory, a job
     directory holding one, or an s3:// prefix). Its reports go to ``<output-dir>/profiler-output/
@@ -459,6 +449,16 @@ def _profiler_html_writer(output: Path, profiler_data: str) -> Any:
         write_profiler_page(profiler_data, reports_dir, output / "profiler-report.html")
 
     return draw
+
+
+def _coverage_notes(rule: Any) -> tuple[str | None, str | None]:
+    """Why the rule checked nothing, or which of its checks did not, if it knows (built-in rules do; a
+    custom rule cannot tell)."""
+    notes = []
+    for method in ("coverage_note", "part_coverage_note"):
+        note = getattr(rule, method, None)
+        notes.append(note() if callable(note) else None)
+    return notes[0], notes[1]
 
 
 def _on_signal(evaluator: Evaluator) -> Any:

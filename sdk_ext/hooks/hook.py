@@ -243,6 +243,11 @@ class Hook(HookSteps):
         """
         explicit = (collections_to_write,) if isinstance(collections_to_write, str) else tuple(collections_to_write)
         if self._holds_values():
+            for name in explicit:  # a member now: the next step's check for empty collections sees it
+                coll = self.collection_manager.get(name)
+                if not coll.has_tensor_name(tensor_name):
+                    coll.add_tensor_name(tensor_name)
+                    self.policy.names_changed = True
             self._held.append(_HeldValue(tensor_name, self._copy(tensor_value), explicit, None, False))
             return
         self._save_explicit(tensor_name, tensor_value, explicit)

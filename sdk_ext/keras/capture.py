@@ -100,7 +100,8 @@ class GradientTap:
         self._flag_value = False  # what _flag holds (assigned only on change)
         #: True once a compiled (tf.function) step went through the stash.
         self.graph_used = False
-        self._optimizers: list[Any] = []
+        #: The optimizers wrapped, in order.
+        self.optimizers: list[Any] = []
 
     # --- wrapping --------------------------------------------------------------------------------
 
@@ -121,14 +122,14 @@ class GradientTap:
 
         setattr(wrapped, _WRAPPED, apply)
         object.__setattr__(optimizer, "apply", wrapped)
-        self._optimizers.append(optimizer)
+        self.optimizers.append(optimizer)
         return optimizer
 
     def unwrap(self) -> None:
-        for optimizer in self._optimizers:
+        for optimizer in self.optimizers:
             if getattr(optimizer.__dict__.get("apply"), _WRAPPED, None) is not None:
                 object.__delattr__(optimizer, "apply")
-        self._optimizers.clear()
+        self.optimizers.clear()
 
     # --- per step --------------------------------------------------------------------------------
 

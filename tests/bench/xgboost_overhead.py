@@ -31,8 +31,8 @@ REPO = Path(__file__).resolve().parents[2]
 WORKER = Path(__file__).with_name("_xgboost_worker.py")
 CONFIG_TEXT = {
     "control": "no hook again (noise floor)",
-    "default": "default: metrics + losses every 10 rounds",
-    "metrics_every_round": "metrics + losses every round",
+    "default": "default: metrics every 10 rounds",
+    "metrics_every_round": "metrics every round",
     "all_but_shap_every_round": "every collection but SHAP, every round",
     "shap_every_10": "SHAP collections every 10 rounds",
 }

@@ -61,6 +61,8 @@ ALLOWED = {
                                                                  "module it wraps only under this name",
     ("sdk_ext/keras/capture.py", "getattr(optimizer, '_trainable_variables')"): "Keras 3's optimizer keeps the "
         "variables it was built for only under this name; read (with a default) when apply() is called without them",
+    ("sdk_ext/keras/names.py", "getattr(optimizer, '_trainable_variables')"): "the same Keras 3 attribute: the "
+        "variables an optimizer updates, which its slots (Adam's m, v) are named after; only the rest is its own state",
     ("sdk_ext/keras/tape.py", "getattr(tape, '_push_tape')"): "tf.GradientTape starts recording in this method "
         "(entered by `with tape:`); wrapping it is how a custom loop's step begins, as smdebug's wrap_tape did",
     ('sdk_ext/pytorch/hook.py', "getattr(torch._C, '_current_graph_task_id')"):

@@ -54,6 +54,7 @@ from sdk_ext.hooks.reduction_config import RAW_ONLY, ReductionConfig
 from sdk_ext.hooks.save_config import SaveConfig, SaveConfigMode
 from sdk_ext.hooks.step_counter import StepCounter
 from sdk_ext.hooks.step_lifecycle import HookSteps, guarded
+from sdk_ext.hooks.trace_events import TraceEvents
 from sdk_ext.modes import ModeKeys
 from sdk_ext.profiler.config import ProfilingConfig
 from sdk_ext.profiler.timeline import StepTimeline
@@ -83,7 +84,7 @@ def _close_at_exit(ref: weakref.ReferenceType[Hook]) -> None:
         hook.close()
 
 
-class Hook(HookSteps):
+class Hook(TraceEvents, HookSteps):
     """Saves tensors of a training job in the Debugger trial format (framework-free).
 
     Args:
@@ -183,6 +184,8 @@ class Hook(HookSteps):
         self._steps = StepCounter()
         self._in_step = False
         self._timeline: StepTimeline | None = None
+        self._timeline_started = False
+        self._trace_warned = False
         #: The debughookconfig.json this hook was created from (``create_from_json_file``), resolved.
         self.config_file: str | None = None
         registry.register(self)
@@ -417,6 +420,9 @@ class Hook(HookSteps):
         """With profiling on (the job's profilerconfig.json), record each step in the step timeline."""
         from sdk_ext.profiler import timeline
 
+        if self._timeline_started:  # record_trace_events started it before the first step
+            return
+        self._timeline_started = True
         try:
             made = timeline.from_config(rank, global_mode_as=self.timeline_global_mode)
             if made is not None:

@@ -19,6 +19,16 @@ Each file is a JSON array that chrome://tracing and Perfetto open, and smdebug's
 step within its mode (as smdebug's hooks wrote it). A step lasts from its start to its end (the
 framework's end of step, or the start of the next step where the framework has no end of step).
 
+The script's own events (``Hook.record_trace_events``, smdebug's API) go to the same files: each training
+phase it names is a process row of its own, the event is named by its operation and keeps the keyword
+arguments as ``args``, in smdebug's shape::
+
+    {"name": "TrainingEpochStart", "pid": 2, "ph": "B", "ts": 1300, "args": {"epoch": 0}}
+
+The start time of the files is the earliest of the timeline's creation and the events buffered before its
+first file opens, so an event timed before the first step (a ``B`` at the start of an epoch) is not
+negative.
+
 Atomicity: events are appended to a hidden ``framework/.<node>.<n>_pythontimeline.json.tmp`` (a name no
 reader lists) and the file is closed and renamed into ``pevents/`` when it rotates (60 s or 10 MB by
 default, ProfilingParameters ``RotateFileCloseIntervalInSeconds`` / ``RotateMaxFileSizeInBytes``; or a
@@ -33,11 +43,13 @@ from __future__ import annotations
 import itertools
 import json
 import logging
+import math
 import os
 import re
 import socket
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -53,6 +65,9 @@ FLUSH_SECONDS = 1.0
 _MAX_BUFFERED = 4096
 _PARTIAL = re.compile(r"\.(.+)\.\d+_" + re.escape(SUFFIX) + r"\.tmp")
 _FILE_NUMBERS = itertools.count(1)  # hidden file names unique in the process, whatever the timelines
+#: Event timestamps a timeline accepts, in seconds since the epoch: a value past this (year 5138) is not
+#: seconds (microseconds or nanoseconds, most likely) and would name a file no strftime can write.
+MAX_TIMESTAMP_S = 1e11
 
 
 class Step(Protocol):
@@ -106,6 +121,10 @@ def _publish(partial: Path, out_dir: Path, node: str, end_us: int) -> Path:
     return target
 
 
+#: A script's own event (:meth:`StepTimeline.record`): training phase, name, ph, start us, duration us, args.
+_Record = tuple[str, str, str, int, int, dict[str, Any]]
+
+
 class StepTimeline:
     """Writes one process's step events under ``out_dir`` (the profiler output root).
 
@@ -138,6 +157,9 @@ class StepTimeline:
         self._start = 0.0
         self._next_start: float | None = None
         self._events: list[tuple[Step, float, float]] = []
+        self._records: list[_Record] = []
+        self._base_fixed = False  # a file has been written with _base_us as its start: it no longer moves
+        self._lock = threading.RLock()  # guards the file: flush may come from the script's threads too
         self._flush_at = clock() + FLUSH_SECONDS
         self._file: Any = None
         self._partial: Path | None = None
@@ -184,23 +206,44 @@ class StepTimeline:
         if self.enabled:
             self._next_start = self._clock()
 
+    def record(self, training_phase: str, name: str, ph: str, start_us: int, duration_us: int,
+               args: Mapping[str, Any]) -> None:
+        """One event of the script's own (``Hook.record_trace_events``), in absolute microseconds.
+
+        Raises:
+            ValueError: ``start_us`` is not a time in microseconds since the epoch.
+        """
+        if not self.enabled:
+            return
+        if not 0 <= start_us < MAX_TIMESTAMP_S * 1e6:
+            raise ValueError(f"event {name!r} at {start_us} us is not a time since the epoch")
+        if start_us < self._base_us and not self._base_fixed:
+            self._base_us = start_us  # no file carries the start time yet: move it so that ts stays >= 0
+        self._records.append((training_phase, name, ph, start_us, max(0, duration_us), dict(args)))
+        now = self._clock()
+        if now >= self._flush_at or len(self._records) >= _MAX_BUFFERED:
+            self.flush(now)
+
     # --- writing ------------------------------------------------------------------------------------
 
     def flush(self, now: float | None = None) -> None:
         """Write the buffered events; rotate the file when due. Never raises: a failure stops the timeline."""
         now = self._clock() if now is None else now
         self._flush_at = now + FLUSH_SECONDS
-        try:
-            self._follow_config()
-            if self._events:
-                self._write_events()
-            if self._file is not None and (now - self._file_opened >= self.close_interval
-                                           or self._file.tell() >= self.max_file_size):
-                self._publish()
-        except Exception:  # noqa: BLE001 - the timeline must never stop training; it stops itself
-            logger.exception("step timeline: writing under %s failed; no more step events are recorded", self.out_dir)
-            self.enabled = False
-            self._events.clear()
+        with self._lock:
+            try:
+                self._follow_config()
+                if self._events or self._records:
+                    self._write_events()
+                if self._file is not None and (now - self._file_opened >= self.close_interval
+                                               or self._file.tell() >= self.max_file_size):
+                    self._publish()
+            except Exception:  # noqa: BLE001 - the timeline must never stop training; it stops itself
+                logger.exception("step timeline: writing under %s failed; no more step events are recorded",
+                                 self.out_dir)
+                self.enabled = False
+                self._events.clear()
+                self._records.clear()
 
     def _follow_config(self) -> None:
         if self.config_path is None:
@@ -221,6 +264,7 @@ class StepTimeline:
             logger.info("step timeline: profiling %s", "enabled" if on else "disabled")
         if not on:
             self._events.clear()
+            self._records.clear()
             self._open = None
             self._publish()
         self.enabled = on
@@ -239,25 +283,18 @@ class StepTimeline:
         self._file_phases = set()
         self._file_opened = self._clock()
         self._file_end_us = 0
+        self._base_fixed = True
         head = [{"name": "process_name", "ph": "M", "pid": 0,
                  "args": {"start_time_since_epoch_in_micros": self._base_us}},
                 {"name": "process_sort_index", "ph": "M", "pid": 0, "args": {"sort_index": 0}}]
         self._file.write(b"[\n" + "".join(json.dumps(e) + ",\n" for e in head).encode())
 
     def _write_events(self) -> None:
-        events, self._events = self._events, []
+        steps, self._events = self._events, []
+        records, self._records = self._records, []
         lines: list[str] = []
-        base = self._base_us
-        for step, start, end in events:
-            mode = step.mode
-            if mode is ModeKeys.GLOBAL:
-                if self.global_mode_as is None:
-                    continue
-                mode = self.global_mode_as
-            phase = f"Step:ModeKeys.{mode.name}"
-            start_us = round(start * 1e6)
-            end_us = max(start_us, round(end * 1e6))
-            hour = time.strftime("%Y%m%d%H", time.gmtime(end))
+        for phase, end_us, line in itertools.chain(self._step_lines(steps), self._record_lines(records)):
+            hour = time.strftime("%Y%m%d%H", time.gmtime(end_us / 1e6))
             if self._file is not None and hour != self._file_hour:
                 self._write_lines(lines)
                 lines = []
@@ -268,14 +305,42 @@ class StepTimeline:
             if phase not in self._file_phases:
                 self._file_phases.add(phase)
                 pid = self._phase_pid(phase)
-                lines.append(f'{{"name": "process_name", "ph": "M", "pid": {pid}, "args": {{"name": "{phase}"}}}},\n')
+                lines.append(f'{{"name": "process_name", "ph": "M", "pid": {pid}, "args": {{"name": {json.dumps(phase)}}}}},\n')
                 lines.append(f'{{"name": "process_sort_index", "ph": "M", "pid": {pid}, '
                              f'"args": {{"sort_index": {pid}}}}},\n')
-            lines.append(f'{{"name": "{phase}", "pid": {self._phase_pids[phase]}, "ph": "X", "ts": {start_us - base}, '
-                         f'"dur": {end_us - start_us}, "args": {{"pid": {self._pid}, "step_num": "{step.mode_step}", '
-                         f'"global_step": {step.global_step}}}}},\n')
+            lines.append(line)
             self._file_end_us = max(self._file_end_us, end_us)
         self._write_lines(lines)
+
+    def _step_lines(self, events: list[tuple[Step, float, float]]) -> Iterator[tuple[str, int, str]]:
+        """(phase, end us, line) of each step event."""
+        base = self._base_us
+        for step, start, end in events:
+            mode = step.mode
+            if mode is ModeKeys.GLOBAL:
+                if self.global_mode_as is None:
+                    continue
+                mode = self.global_mode_as
+            phase = f"Step:ModeKeys.{mode.name}"
+            start_us = round(start * 1e6)
+            end_us = max(start_us, round(end * 1e6))
+            yield phase, end_us, (
+                f'{{"name": "{phase}", "pid": {self._phase_pid(phase)}, "ph": "X", "ts": {start_us - base}, '
+                f'"dur": {end_us - start_us}, "args": {{"pid": {self._pid}, "step_num": "{step.mode_step}", '
+                f'"global_step": {step.global_step}}}}},\n')
+
+    def _record_lines(self, records: list[_Record]) -> Iterator[tuple[str, int, str]]:
+        """(phase, end us, line) of each of the script's events, in smdebug's shape."""
+        for phase, name, ph, start_us, duration_us, args in records:
+            entry: dict[str, Any] = {"name": name, "pid": self._phase_pid(phase), "ph": ph,
+                                     "ts": start_us - self._base_us}
+            if ph == "X":
+                entry["dur"] = duration_us
+            elif ph == "i":
+                entry["s"] = args.pop("s", "t")  # an instant's scope travels in args, as smdebug's API has it
+            if args:
+                entry["args"] = args
+            yield phase, start_us + (duration_us if ph == "X" else 0), _json_line(entry)
 
     def _write_lines(self, lines: list[str]) -> None:
         if lines and self._file is not None:
@@ -303,6 +368,10 @@ class StepTimeline:
 
     def close(self) -> None:
         """End the open step, write everything and publish the file. Safe to call twice; never raises."""
+        with self._lock:
+            self._close()
+
+    def _close(self) -> None:
         for observer in self.observers:
             try:
                 observer.close()
@@ -317,6 +386,25 @@ class StepTimeline:
         except Exception:  # noqa: BLE001 - close runs at exit too
             logger.exception("step timeline: publishing under %s failed", self.out_dir)
         self.enabled = False
+
+
+def _json_line(entry: dict[str, Any]) -> str:
+    """``entry`` as one line of a trace file: strict JSON (a NaN or infinity in args becomes its text, as
+    browsers' JSON parsers accept no other), anything else json cannot write as its ``str``."""
+    try:
+        return json.dumps(entry, allow_nan=False, default=str) + ",\n"
+    except ValueError:
+        return json.dumps(_finite(entry), allow_nan=False, default=str) + ",\n"
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, Mapping):
+        return {str(k): _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
 
 
 def from_config(rank: int | None, *, global_mode_as: ModeKeys | None = ModeKeys.GLOBAL,
@@ -362,7 +450,7 @@ def recover(out_dir: str | os.PathLike[str]) -> list[Path]:
             start = (event.get("args") or {}).get("start_time_since_epoch_in_micros")
             if isinstance(start, int):
                 base = start
-            if event.get("ph") == "X":
+            if event.get("ph") != "M" and "ts" in event:  # steps, and the script's own events
                 end_us = max(end_us, base + int(event["ts"]) + int(event.get("dur", 0)))
         if end_us == 0:
             partial.unlink()

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import bisect
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from sdk_ext.format.profiler_paths import (
     FRAMEWORK_DIR,
@@ -36,8 +36,8 @@ from sdk_ext.profiler.tf_profiler_parser import (
     SMProfilerEvents,
     TensorboardProfilerEvents,
 )
-from sdk_ext.profiler.trace_event_file_parser import TraceEventParser
-from sdk_ext.profiler.utils import is_valid_tfprof_tracefilename
+from sdk_ext.profiler.trace_event_file_parser import TraceEvent, TraceEventParser
+from sdk_ext.profiler.utils import TimeUnits, is_valid_tfprof_tracefilename
 from sdk_ext.storage import Storage
 
 
@@ -161,6 +161,38 @@ class AlgorithmMetricsReader(MetricsReaderBase):
                 info = parse_trace_file_key(name)
                 parser.read_events_from_bytes(data, name=name, node_id=info.node_id if info else "")
             self._parsed_files.add(name)
+
+    def iter_events(
+        self,
+        start_time_us: int,
+        end_time_us: int,
+        *,
+        file_suffix_filter: Sequence[str] | None = None,
+        files_at_once: int = 8,
+    ) -> Iterator[list[TraceEvent]]:
+        """The events :meth:`get_events` returns for ``[start, end]`` (us), ``files_at_once`` files at a time,
+        so that memory holds one batch of files' events (a ``B``/``E`` pair split across files still pairs).
+        With ``use_in_memory_cache``, everything at once, as :meth:`get_events`."""
+        if self._cache_events_in_memory:
+            yield self.get_events(start_time_us, end_time_us, TimeUnits.MICROSECONDS,
+                                  file_suffix_filter=file_suffix_filter)
+            return
+        files = self._get_event_files_in_the_range(start_time_us, end_time_us)
+        if file_suffix_filter is not None:
+            files = [f for f in files if any(f.endswith(s) for s in file_suffix_filter)]
+        self._parsed_files = set()
+        try:
+            for at in range(0, len(files), max(1, files_at_once)):
+                self.parse_event_files(files[at : at + files_at_once])
+                batch: list[TraceEvent] = []
+                for parser in self._event_parsers:
+                    batch.extend(parser.get_events_within_time_range(start_time_us, end_time_us, TimeUnits.MICROSECONDS))
+                    parser.clear_events()
+                yield batch
+        finally:
+            for parser in self._event_parsers:
+                parser.clear_events()
+            self._parsed_files = set()
 
 
 class LocalAlgorithmMetricsReader(AlgorithmMetricsReader):

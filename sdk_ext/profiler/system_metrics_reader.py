@@ -144,6 +144,16 @@ class SystemMetricsReader(MetricsReaderBase):
             )
         return events
 
+    def iter_columns(self, start_time_us: int, end_time_us: int) -> Iterator[SystemMetricColumns]:
+        """The samples of ``[start, end]`` (us; as :meth:`get_events` selects them), one file's at a time, in
+        file order: memory holds a few files, whatever the window's length."""
+        for _, columns in self._decoded(self._get_event_files_in_the_range(start_time_us, end_time_us)):
+            mask = window_mask(columns, start_time_us * 1000, end_time_us * 1000)
+            if mask.any():
+                yield SystemMetricColumns(
+                    columns.keys, columns.key_index[mask], columns.values[mask], columns.timestamps[mask]
+                )
+
     def get_series(
         self,
         start_time: float,

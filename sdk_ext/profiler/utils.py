@@ -165,16 +165,22 @@ def read_tf_profiler_metadata_file(file_path: str) -> tuple[str, str, str]:
     """``(node id, start us, end us)`` from the ``<node>_<start>_<end>.metadata`` file that the
     TensorFlow profiler leaves four directories above its trace; ``("", "0", "0")`` if there is none.
 
-    Local paths only: an ``s3://`` trace gives ``("", "0", "0")`` (the S3 readers list the metadata
-    with the trace instead).
+    An ``s3://`` trace's folder is listed on S3 (a failed listing raises ``StorageError``).
     """
-    if not is_valid_tfprof_tracefilename(file_path) or file_path.startswith("s3://"):
+    if not is_valid_tfprof_tracefilename(file_path):
         return "", "0", "0"
-    folder = Path(*Path(file_path).parts[:-4]) if len(Path(file_path).parts) > 4 else Path(".")
-    if not folder.is_dir():
-        return "", "0", "0"
-    for candidate in sorted(folder.rglob("*.metadata")):
-        match = _METADATA.match(candidate.name)
+    if file_path.startswith("s3://"):
+        from sdk_ext.storage.s3 import S3Storage  # boto3 only when S3 is read
+
+        folder = "/".join(file_path.split("/")[:-4])
+        names = (key.rsplit("/", 1)[-1] for key in S3Storage.from_uri(folder).list(""))
+    else:
+        root = Path(*Path(file_path).parts[:-4]) if len(Path(file_path).parts) > 4 else Path(".")
+        if not root.is_dir():
+            return "", "0", "0"
+        names = (candidate.name for candidate in sorted(root.rglob("*.metadata")))
+    for name in names:
+        match = _METADATA.match(name)
         if match:
             return match.group(1), match.group(2), match.group(3)
     return "", "0", "0"

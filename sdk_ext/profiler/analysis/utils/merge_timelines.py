@@ -342,7 +342,8 @@ def _event_body(event: TraceEvent) -> str:
 
 
 def _series_name(name: str | None, dimension: str) -> str:
-    return f"{name}_{dimension}" if name else dimension
+    """``cpu0_CPUUtilization``; a series without a device name or without a dimension is named by the other."""
+    return "_".join(part for part in (name, dimension) if part)
 
 
 def _counter_records(columns: SystemMetricColumns) -> Iterator[tuple[int, str, str, str]]:

@@ -11,7 +11,7 @@ SageMaker writes the CreateTrainingJob ``DebugHookConfig`` into the training con
      "CollectionConfigurations": [{"CollectionName": "gradients", "CollectionParameters": {"save_interval": "10"}},
                                   {"CollectionName": "losses"}]}
 
-Mapping (smdebug's, reference/FORMAT.md §10): hook parameters give the hook's save config (per mode:
+Mapping (smdebug's, README.md#saving-tensors-in-training-hooks): hook parameters give the hook's save config (per mode:
 plain keys, overridden by ``train.``/``eval.``/``predict.``/``global.`` keys), its reduction config
 (only if ``reductions`` is given; then ``save_raw_tensor`` defaults to false), ``include_regex``,
 ``save_all``, ``include_workers``. Every named collection is saved; its save config is the hook's,

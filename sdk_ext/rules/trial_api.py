@@ -1,6 +1,6 @@
 """What rules need from a trial, and the waiting/refresh helpers built on it.
 
-Rules talk to trials only through smdebug's public trial API (reference/FORMAT.md §8), written down
+Rules talk to trials only through smdebug's public trial API (docs/FORMAT.md#reader-semantics), written down
 here as Protocols, so a rule runs on :func:`sdk_ext.trials.create_trial`'s trials and on any other
 object with the same methods. :func:`wait_for_step` is smdebug's ``Trial.wait_for_steps`` for one
 step, with a poll interval the caller chooses (smdebug sleeps a fixed 2 s), so the evaluator can

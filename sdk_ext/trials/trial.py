@@ -1,6 +1,6 @@
 """A trial: the tensors one training job saved, read through any Storage (local directory, S3, memory).
 
-``create_trial(path)`` follows smdebug's reader (reference/FORMAT.md §8) so rules and notebooks
+``create_trial(path)`` follows smdebug's reader (docs/FORMAT.md#reader-semantics) so rules and notebooks
 behave the same, with these deliberate differences:
 
 * an empty or wrong path raises MissingCollectionFiles after ``collections_timeout`` (smdebug

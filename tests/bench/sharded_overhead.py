@@ -1,4 +1,4 @@
-"""Benchmark: the PyTorch hook's cost per training step on a sharded model (FSDP2) against DDP (issue 24).
+"""Benchmark: the PyTorch hook's cost per training step on a sharded model (FSDP2) against DDP.
 
 Run from the repo root (gloo on CPU, one thread per rank):
 
@@ -97,7 +97,7 @@ def main(argv: list[str]) -> int:
             f"--{k} {' '.join(map(str, v)) if isinstance(v, list) else v}" for k, v in
             (("ranks", args.ranks), ("layers", args.layers), ("width", args.width), ("steps", args.steps),
              ("blocks", args.blocks))) + " --write-md"
-        write_section("sharded_overhead", "## PyTorch hook on a sharded model: FSDP2 against DDP (issue 24)\n\n"
+        write_section("sharded_overhead", "## PyTorch hook on a sharded model: FSDP2 against DDP\n\n"
                       f"`{command}`\n\n" + text)
     return 0
 

@@ -1,4 +1,4 @@
-"""Users subclass smdebug's PyTorch hook (issue 25.2): the extension points run exactly when smdebug runs them.
+"""Users subclass smdebug's PyTorch hook: the extension points run exactly when smdebug runs them.
 
 The subclasses below reproduce, in our own code, the patterns of SageMaker Debugger's public example
 notebooks: class activation maps (``CustomHook.image_gradients`` registers ``backward_hook("image")`` on the

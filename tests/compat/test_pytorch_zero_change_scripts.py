@@ -1,4 +1,4 @@
-"""smdebug's PyTorch zero-code-change tests, as a user meets them with sdk_ext (issue 25.8).
+"""smdebug's PyTorch zero-code-change tests, as a user meets them with sdk_ext.
 
 smdebug's tests/zero_code_change ran training scripts with no hook code inside AWS's Deep Learning
 Containers, whose patched PyTorch created smdebug's hook from ``SMDEBUG_CONFIG_FILE_PATH`` at the first

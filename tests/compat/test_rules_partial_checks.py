@@ -1,4 +1,4 @@
-"""A built-in rule with several checks says which of them matched nothing (issue 25.7).
+"""A built-in rule with several checks says which of them matched nothing.
 
 PoorWeightInitialization has three checks; on a model that calls ``F.relu`` (no ReLU module, so no
 activation input is ever saved) its activation check evaluates nothing. The rule used to end in a

@@ -1,5 +1,5 @@
 """The pattern of smdebug's example script examples/pytorch/scripts/simple.py, in our own code, with the
-import prefix changed (issue 25.8): a save-all hook with TensorBoard export, ``save_steps``, the model
+import prefix changed: a save-all hook with TensorBoard export, ``save_steps``, the model
 registered with ``register_hook``, inputs wrapped in ``torch.autograd.Variable``. Real smdebug 1.0.34 reads
 the trial it writes as sdk_ext does. (The script itself ran unchanged but for the prefix, side by side with
 real smdebug: the same tensor names and steps.)

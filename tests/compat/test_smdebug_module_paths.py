@@ -1,4 +1,4 @@
-"""smdebug's module paths port by prefix (issue 25.1): ``smdebug.core.*``, ``smdebug.analysis.utils``, and the
+"""smdebug's module paths port by prefix: ``smdebug.core.*``, ``smdebug.analysis.utils``, and the
 names ``smdebug``, ``smdebug.pytorch`` and ``smdebug.tensorflow`` export; with the behaviour behind them
 (collections to/from JSON and files, ``set_mode`` refusing an unknown mode, ``get_hook``/``set_hook``).
 

@@ -1,4 +1,4 @@
-"""The step tables of smdebug's trials that published custom rules read (issue 25.3): ``_global_to_mode``,
+"""The step tables of smdebug's trials that published custom rules read: ``_global_to_mode``,
 ``_mode_to_global``, ``workers_for_global_step``... as read-only views that follow the trial's refresh.
 
 The rule program reproduces, in our own code, a custom rule published with SageMaker Debugger's examples:

@@ -1,5 +1,5 @@
-"""No module reaches into another module's underscore names (issue 16: "each module can be read and changed on
-its own").
+"""No module reaches into another module's underscore names (docs/ARCHITECTURE.md#what-each-part-may-import: each
+module can be read and changed on its own).
 
 Every module of sdk_ext/, lambda/, rules/ and infra/ is parsed with ``ast`` and these are reported:
 

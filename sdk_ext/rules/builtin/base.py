@@ -1,6 +1,6 @@
 """What the built-in tensor rules share: tensor selection and tolerant value lookups.
 
-Conventions (reference/RULES.md §2): a rule looks only at tensors that have data at the step it
+Conventions (docs/RULES.md#conventions-of-the-built-in-rules): a rule looks only at tensors that have data at the step it
 is evaluating; a tensor missing at that step is skipped, never a reason to fire; selection is the
 union of ``collection_names`` and ``tensor_regex`` (every tensor when both are empty, unless the rule
 requires one of them).

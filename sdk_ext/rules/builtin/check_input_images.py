@@ -1,7 +1,7 @@
 """CheckInputImages: input images that are not normalised (channel means far from zero).
 
-RULES.md §3.16. Tensors matching ``regex`` hold a batch of images with the colour channel on axis
-``channel`` (1 for NCHW). Readings chosen where RULES.md reconstructs [R]:
+docs/RULES.md#checkinputimages. Tensors matching ``regex`` hold a batch of images with the colour channel on axis
+``channel`` (1 for NCHW). Readings chosen where SageMaker documents no exact formula:
 
 * Per tensor, the per-channel sum and count of pixel values accumulate over the steps evaluated,
   as does the number of images (axis 0, the batch; with ``channel`` 0 a tensor is one image); nothing is judged before

@@ -1,7 +1,7 @@
 """ClassImbalance: some classes are much rarer than others, or mostly mispredicted.
 
-RULES.md §3.14. Labels and predictions are the first tensor (by name) matching ``labels_regex`` and
-``predictions_regex`` at the step. Readings chosen where RULES.md reconstructs [R]:
+docs/RULES.md#classimbalance. Labels and predictions are the first tensor (by name) matching ``labels_regex`` and
+``predictions_regex`` at the step. Readings chosen where SageMaker documents no exact formula:
 
 * Counts accumulate over every step evaluated (a running tally, not one batch), and nothing is
   judged before ``samples`` labels have been seen.

@@ -1,8 +1,8 @@
 """Confusion: the confusion matrix of labels vs predictions is far from diagonal.
 
-RULES.md §3.15. Tensors: an explicit ``labels``/``predictions`` tensor name if the trial has it,
-else the first tensor of ``labels_collection``/``predictions_collection``. Readings chosen where
-RULES.md reconstructs [R]:
+docs/RULES.md#confusion. Tensors: an explicit ``labels``/``predictions`` tensor name if the trial has it,
+else the first tensor of ``labels_collection``/``predictions_collection``. Readings chosen where SageMaker
+documents no exact formula:
 
 * One matrix per step (the batch saved at that step), ``M[label][prediction] += 1``.
 * Predictions one axis longer than the labels (``(batch, classes)`` scores) are reduced with argmax;

@@ -1,9 +1,9 @@
 """FeatureImportanceOverweight (XGBoost): a few features carry almost all the importance.
 
-RULES.md §3.19. At each step, ``vals`` are the (scalar) values of every tensor matching
+docs/RULES.md#featureimportanceoverweight. At each step, ``vals`` are the (scalar) values of every tensor matching
 ``tensor_regex`` (the XGBoost hook saves one per feature, e.g. ``feature_importance/weight/f3``).
 Fires when the top ``nfeatures`` hold more than ``threshold`` of the total. Reading chosen where
-RULES.md is silent [R]: with ``nfeatures`` or fewer features the share is 1 by construction, so the
+SageMaker's documentation is silent: with ``nfeatures`` or fewer features the share is 1 by construction, so the
 step is skipped instead of firing on every model with few features.
 
 Unused features count: a feature the trial holds importance for at some step but not at this one

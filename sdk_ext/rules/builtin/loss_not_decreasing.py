@@ -1,6 +1,6 @@
 """LossNotDecreasing: the loss has stopped going down (or has gone up too much).
 
-RULES.md §3.7. Tensors: the ``losses`` collection (when ``use_losses_collection`` and it exists)
+docs/RULES.md#lossnotdecreasing. Tensors: the ``losses`` collection (when ``use_losses_collection`` and it exists)
 ∪ ``collection_names`` ∪ ``tensor_regex``. Only one-element values count. When these select
 nothing, nothing is judged: the rule never falls back to every tensor (smdebug's rule did, and then
 compared weights or accuracies as if they were losses). A trial with metrics but no loss at all
@@ -10,7 +10,7 @@ InsufficientInformationForRuleInvocation saying so.
 Schedule (AWS docs): per tensor, a check happens at a saved step ``s`` at least ``num_steps`` after
 the previous check; it compares ``loss[s]`` with the newest saved ``loss[b]``, ``b <= s - num_steps``.
 
-Readings chosen where RULES.md reconstructs [R]:
+Readings chosen where SageMaker documents no exact formula:
 
 * Decision, with ``change = (loss[s] - loss[b]) / |loss[b]| * 100`` (``|loss[b]|`` taken as 1 when
   it is 0): if the loss went down, fire when it went down by less than ``diff_percent`` percent

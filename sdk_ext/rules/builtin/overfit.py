@@ -1,8 +1,7 @@
 """Overfit: the validation loss has moved too far above the training loss.
 
-RULES.md §3.8. Needs one scalar loss saved in TRAIN and in EVAL mode (``tensor_regex``, else the
-``losses`` collection, else tensors named like "loss"). Readings chosen where RULES.md
-reconstructs [R]:
+docs/RULES.md#overfit. Needs one scalar loss saved in TRAIN and in EVAL mode (``tensor_regex``, else the
+``losses`` collection, else tensors named like "loss"). Readings chosen where SageMaker documents no exact formula:
 
 * The training reference is the mean of the TRAIN values saved since the previous EVAL phase (the
   losses the model had just before it was validated). An EVAL phase is a run of consecutive EVAL

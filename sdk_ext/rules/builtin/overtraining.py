@@ -1,10 +1,10 @@
 """Overtraining: training or validation loss has stopped improving (early-stopping logic).
 
-RULES.md §3.9. Losses: the ``losses`` collection, else tensors named like "loss"; one-element
+docs/RULES.md#overtraining. Losses: the ``losses`` collection, else tensors named like "loss"; one-element
 values; GLOBAL-mode steps count as training, except a GLOBAL validation metric of a
 ``train-<metric>`` / ``<set>-<metric>`` pair (XGBoost, :mod:`~sdk_ext.rules.builtin.metric_pairs`), which
 counts as validation (``patience_validation``). Metrics saved without any loss (auc only, say) stop
-the rule with InsufficientInformationForRuleInvocation saying so. Readings chosen where RULES.md reconstructs [R]:
+the rule with InsufficientInformationForRuleInvocation saying so. Readings chosen where SageMaker documents no exact formula:
 
 * Per tensor and mode, the best loss so far; a value below ``best - delta`` is an improvement
   (``delta`` absolute, like Keras' ``min_delta``) and resets the wait; any other value adds one.

@@ -1,7 +1,7 @@
 """PoorWeightInitialization: signs of a bad initialisation in the first ``steps`` steps.
 
-RULES.md §3.13. Three checks, each at every global step below ``steps`` (later steps are ignored:
-the rule judges initialisation only). Readings chosen where RULES.md reconstructs [R]:
+docs/RULES.md#poorweightinitialization. Three checks, each at every global step below ``steps`` (later steps are ignored:
+the rule judges initialisation only). Readings chosen where SageMaker documents no exact formula:
 
 1. Variance of the activation inputs across layers (tensors matching ``activation_inputs_regex``,
    whose default matches PyTorch's ``relu_input_0`` and the Keras hook's ``dense/relu_input``, and

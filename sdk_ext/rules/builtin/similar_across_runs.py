@@ -1,7 +1,7 @@
 """SimilarAcrossRuns: the same tensor differs between this trial and another one at the same step.
 
-RULES.md §3.3. ``other_trials`` is required (SageMaker: RuleParameters ``other_trial_0``...); the
-first one is compared. Readings chosen where RULES.md reconstructs [R]:
+docs/RULES.md#similaracrossruns. ``other_trials`` is required (SageMaker: RuleParameters ``other_trial_0``...); the
+first one is compared. Readings chosen where SageMaker documents no exact formula:
 
 * "the same step" is the same mode and mode step (a TRAIN step with the other run's TRAIN step of
   the same number; a trial without modes: the same global step), so runs that validate at different

@@ -1,7 +1,7 @@
 """StalledTrainingRule: the training job has written nothing new for ``threshold`` seconds.
 
-RULES.md §3.18. Time-driven, not value-driven, so it replaces ``invoke``. Readings chosen where
-RULES.md reconstructs [R]:
+docs/RULES.md#stalledtrainingrule. Time-driven, not value-driven, so it replaces ``invoke``. Readings chosen where SageMaker
+documents no exact formula:
 
 * Progress is any new step in the trial (written by any worker; a step still incomplete counts).
   The clock starts when the rule is created (a job that never writes anything stalls too).

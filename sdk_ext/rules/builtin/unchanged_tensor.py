@@ -1,6 +1,6 @@
 """UnchangedTensor: a tensor that has kept the same value over its last ``num_steps`` saved steps.
 
-RULES.md §3.6. At step ``s``, for each selected tensor (``collection_names`` ∪ ``tensor_regex``,
+docs/RULES.md#unchangedtensor. At step ``s``, for each selected tensor (``collection_names`` ∪ ``tensor_regex``,
 every tensor when both are empty): take its last ``num_steps`` saved steps up to and including
 ``s`` (saved steps, not necessarily consecutive); fewer than that, skip. Fires when every one of
 them is ``np.allclose`` to the value at ``s`` with ``rtol``, ``atol``, ``equal_nan``.

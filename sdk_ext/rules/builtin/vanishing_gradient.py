@@ -1,6 +1,6 @@
 """VanishingGradient: a gradient whose mean absolute value has fallen below ``threshold``.
 
-RULES.md §3.1. At each step, every tensor of the ``gradients`` collection with data at that step:
+docs/RULES.md#vanishinggradient. At each step, every tensor of the ``gradients`` collection with data at that step:
 ``mean(|g|)`` (the stored ``abs_mean`` reduction when only reductions were saved) below ``threshold``
 fires. All gradients are checked; the first offender is reported.
 """

@@ -182,6 +182,8 @@ def test_bad_ranges_say_what_is_wrong(tmp_path: Path) -> None:
         timeline.merge_timeline(END, START)
     with pytest.raises(ValueError, match="MergeUnit.TIME"):
         timeline.merge_timeline(START, END, unit="seconds")
+    with pytest.raises(ValueError, match="no profiler output under .*nowhere"):
+        MergedTimeline(str(tmp_path / "nowhere"), output_directory=str(tmp_path)).merge_timeline(START, END)
     assert list(tmp_path.iterdir()) == []
 
 

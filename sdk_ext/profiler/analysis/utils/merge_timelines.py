@@ -191,6 +191,7 @@ class MergedTimeline:
             start_us, end_us = int(start), int(end)
         if end_us < start_us:
             raise ValueError(f"the range ends ({end_us} us) before it starts ({start_us} us)")
+        self._check_there_is_output()
         filename = self.file_name(end_us)
         with ExternalSort(self.max_events_in_memory) as events:
             seq = 0
@@ -206,6 +207,19 @@ class MergedTimeline:
                 logger.info("merged timeline: %d events sorted in %d runs on disk", seq, events.spilled_runs)
         logger.info("merged timeline saved at %s (%d events)", filename, self.events_written)
         return filename
+
+    def _check_there_is_output(self) -> None:
+        """A path without any profiler output (a typo, the job's directory instead of its profiler output)
+        is an error, not an empty merge."""
+        framework, system = self.framework_metrics_reader, self.system_metrics_reader
+        framework.refresh_event_file_list()
+        system.refresh_event_file_list()
+        if not framework.get_timestamp_of_latest_available_file() and not system.get_timestamp_of_latest_available_file():
+            raise ValueError(
+                f"no profiler output under {self.path}: it holds no framework/pevents/... trace files and no "
+                "system/incremental/... metrics files; give the profiler-output directory (a local job's "
+                "<job dir>/profiler-output, or SageMaker's s3://.../<job>/profiler-output)"
+            )
 
     # --- ranges ----------------------------------------------------------------------------------
 

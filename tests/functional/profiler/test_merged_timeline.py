@@ -129,6 +129,13 @@ def test_system_metrics_become_counters_and_low_gpu_moments_instants(tmp_path: P
     assert [e for e in without if e["ph"] != "M"] == [e for e in events if e["ph"] == "X"]
 
 
+def test_a_local_jobs_directory_is_taken_for_its_profiler_output(tmp_path: Path) -> None:
+    write_analysis_job(tmp_path / "job" / "profiler-output")
+    timeline = MergedTimeline(str(tmp_path / "job"))
+    path = timeline.merge_timeline(BASE_US, BASE_US + 60 * S)
+    assert Path(path).parent == tmp_path / "job" / "profiler-output" and timeline.events_written > 360
+
+
 def test_sorting_on_disk_writes_the_same_file(tmp_path: Path) -> None:
     root = write_analysis_job(tmp_path / "job")
     whole = MergedTimeline(str(root), output_directory=str(tmp_path / "a"))

@@ -6,7 +6,7 @@
     path = MergedTimeline("sdk-ext-jobs/my-job/profiler-output").merge_timeline(2, 10, unit=MergeUnit.STEP)
 
 ``MergedTimeline(path, file_suffix_filter=None, output_directory=None)`` reads a profiler-output directory
-(local, or ``s3://``) and ``merge_timeline(start, end, unit=MergeUnit.TIME, sys_metrics_filter={"lowgpu": ()})``
+(local, or ``s3://``; a local job's directory stands for its ``profiler-output/``) and ``merge_timeline(start, end, unit=MergeUnit.TIME, sys_metrics_filter={"lowgpu": ()})``
 writes ``<output_directory or path>/<end us>_<pid>-<host>_merged_timeline.json`` and returns its path:
 
 - every framework event active in ``[start, end]`` (microseconds since the epoch), from every trace file
@@ -50,6 +50,7 @@ from typing import Any
 
 import numpy as np
 
+from sdk_ext.format.profiler_paths import PROFILER_OUTPUT_DIR
 from sdk_ext.format.profiler_records import SystemMetricColumns
 from sdk_ext.profiler.algorithm_metrics_reader import LocalAlgorithmMetricsReader, S3AlgorithmMetricsReader
 from sdk_ext.profiler.analysis.utils.external_sort import ExternalSort
@@ -105,7 +106,8 @@ class MergedTimeline:
     """Merges the timelines under a profiler-output path (see the module doc).
 
     Args:
-        path: the profiler-output directory or ``s3://`` prefix (holding ``framework/`` and ``system/``).
+        path: the profiler-output directory or ``s3://`` prefix (holding ``framework/`` and ``system/``), or a
+            local job's directory (holding ``profiler-output/``).
         file_suffix_filter: trace-file name endings to merge (``PYTHONTIMELINE_SUFFIX``,
             ``MODELTIMELINE_SUFFIX``, ``TENSORBOARDTIMELINE_SUFFIX``, ``HOROVODTIMELINE_SUFFIX``,
             ``SMDATAPARALLELTIMELINE_SUFFIX`` of ``sdk_ext.profiler.profiler_constants``); None: every file.
@@ -124,6 +126,9 @@ class MergedTimeline:
         max_events_in_memory: int = MAX_EVENTS_IN_MEMORY,
     ) -> None:
         self.path = os.fspath(path)
+        job_output = os.path.join(self.path, PROFILER_OUTPUT_DIR)
+        if not self.path.startswith("s3://") and os.path.isdir(job_output):  # a local job's directory
+            self.path = job_output
         self.out_dir = os.fspath(output_directory) if output_directory is not None else self.path
         if isinstance(file_suffix_filter, str):
             file_suffix_filter = [file_suffix_filter]

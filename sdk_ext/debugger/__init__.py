@@ -52,6 +52,7 @@ from sdk_ext.debugger.rules import (
     RuleBase,
     get_default_profiler_processing_job,
 )
+from sdk_ext.debugger.sdk_ext_rules import SdkExtRuleImageWarning, replica_divergence
 from sdk_ext.debugger.sources import RuleSourceUploader, S3RuleSourceUploader
 from sdk_ext.debugger.update import (
     disable_profiling_request,
@@ -78,6 +79,7 @@ __all__ = [
     "PythonProfilingConfig",
     "Rule",
     "RuleBase",
+    "SdkExtRuleImageWarning",
     "RuleSourceUploader",
     "RuleWaitTimeout",
     "S3RuleSourceUploader",
@@ -99,6 +101,7 @@ __all__ = [
     "profiler_artifacts_path",
     "profiler_config",
     "profiler_constants",
+    "replica_divergence",
     "rule_configs",
     "rule_statuses",
     "tensorboard_artifacts_path",

@@ -57,6 +57,7 @@ from sdk_ext.debugger.rules import (
     RuleBase,
     get_default_profiler_processing_job,
 )
+from sdk_ext.debugger.sdk_ext_rules import SDK_EXT_RULE_NAMES, SdkExtRuleImageWarning
 from sdk_ext.debugger.sources import RuleSourceUploader, S3RuleSourceUploader, local_source_path
 
 logger = logging.getLogger(__name__)
@@ -97,6 +98,11 @@ class _Job:
         self.training_image: str = (request.get("AlgorithmSpecification") or {}).get("TrainingImage") or ""
 
 
+def _snake(name: str) -> str:
+    """``ReplicaDivergence`` -> ``replica_divergence`` (the base-config function's name)."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
 class JobPlan:
     """One request's facts, the problems found so far, and the rule sources to upload.
 
@@ -124,6 +130,13 @@ class JobPlan:
         """A copy of ``rule`` ready to send (image, instance settings, actions); uploads are queued."""
         prepared: _AnyRule = rule.copy_with()
         if rule.image_uri == DEFAULT_RULE_EVALUATOR_IMAGE:
+            invoked = rule.rule_parameters.get("rule_to_invoke")
+            if invoked in SDK_EXT_RULE_NAMES:
+                warnings.warn(
+                    f"rule {rule.name!r} ({invoked}) is sdk_ext's own: SageMaker's rule image does not have it, so on "
+                    "SageMaker its evaluation would end in Error. It runs in sdk_ext's evaluator: locally (sdk-ext "
+                    "run, sdk_ext.local), or on SageMaker with the image rules/Dockerfile builds, pushed to your ECR "
+                    f"and given as {_snake(str(invoked))}(image_uri=...)", SdkExtRuleImageWarning, stacklevel=2)
             problem = image_uri_problem(rule.name, self.region)
             if problem is not None:
                 self.problems.add(problem)

@@ -43,6 +43,7 @@ from sdk_ext.debugger.profiler_constants import (
     DETAIL_PROF_PROCESSING_DEFAULT_INSTANCE_TYPE,
     DETAIL_PROF_PROCESSING_DEFAULT_VOLUME_SIZE,
 )
+from sdk_ext.debugger.sdk_ext_rules import SDK_EXT_RULE_NAMES
 
 DEFAULT_RULE_EVALUATOR_IMAGE = "DEFAULT_RULE_EVALUATOR_IMAGE"
 DETAILED_PROFILER_INSTANCE_TYPE = DETAIL_PROF_PROCESSING_DEFAULT_INSTANCE_TYPE
@@ -224,7 +225,8 @@ class Rule(RuleBase):
         parameters: dict[str, Any] = {f"other_trial_{i}": path for i, path in enumerate(others)}
         parameters.update(defaults)
         parameters.update(user_params or {})
-        return cls(name=name or cast(str, rule_name), image_uri=DEFAULT_RULE_EVALUATOR_IMAGE, instance_type=None,
+        image = base_config.get("DebugRuleConfiguration", {}).get("RuleEvaluatorImage")  # sdk_ext's own rules
+        return cls(name=name or cast(str, rule_name), image_uri=image or DEFAULT_RULE_EVALUATOR_IMAGE, instance_type=None,
                    container_local_output_path=container_local_output_path, s3_output_path=s3_output_path,
                    volume_size_in_gb=None, rule_parameters=parameters,
                    collections_to_save=collections or base_collections, actions=actions)
@@ -286,8 +288,9 @@ class Rule(RuleBase):
 def _parse_builtin_base_config(
     problems: Problems, base_config: object
 ) -> tuple[str | None, dict[str, Any], list[CollectionConfig]]:
-    """(rule name, default parameters, collections) of a ``rule_configs.<rule>()`` result."""
-    known = builtin_rule_names()
+    """(rule name, default parameters, collections) of a ``rule_configs.<rule>()`` result (or of an
+    sdk_ext rule's base config, :mod:`sdk_ext.debugger.sdk_ext_rules`)."""
+    known = builtin_rule_names() + SDK_EXT_RULE_NAMES
     if callable(base_config) and not isinstance(base_config, Mapping):
         fn = getattr(base_config, "__name__", repr(base_config))
         problems.add(f"base_config is the function {fn!r}, not its result; call it: rule_configs.{fn}()")

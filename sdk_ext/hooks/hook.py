@@ -38,7 +38,8 @@ import numpy as np
 
 from sdk_ext.format.collection_file import CollectionsFile
 from sdk_ext.format.events import to_numpy
-from sdk_ext.hooks import registry, termination
+from sdk_ext.hooks import registry, termination, workers
+from sdk_ext.hooks.claim import TrialClaim
 from sdk_ext.hooks.collections import (
     BUILTIN_REGEXES,
     KNOWN_NAMES,
@@ -56,7 +57,7 @@ from sdk_ext.hooks.step_lifecycle import HookSteps, guarded
 from sdk_ext.modes import ModeKeys
 from sdk_ext.profiler.config import ProfilingConfig
 from sdk_ext.profiler.timeline import StepTimeline
-from sdk_ext.storage import Storage
+from sdk_ext.storage import LocalStorage, Storage
 
 logger = logging.getLogger(__name__)
 
@@ -171,6 +172,7 @@ class Hook(HookSteps):
         self._clock = clock
         self._out: TrialOutput | None = None
         self._worker_ready = False
+        self._claim: TrialClaim | None = None
         self._num_workers = 1
         self.worker = "worker_0"
         self._disabled = False
@@ -359,6 +361,8 @@ class Hook(HookSteps):
             registry.forget(self)
             if termination.pending is not None:  # a SIGTERM waited for this close to end
                 termination.leaving(inspect.currentframe())
+            if self._claim is not None:
+                self._claim.release()
 
     def _get_worker_name(self) -> str:
         """This process's worker name, ``worker_{rank}`` (smdebug's name for it; also :attr:`worker`)."""
@@ -388,6 +392,8 @@ class Hook(HookSteps):
         writes = self.include_workers == "all" or rank == 0
         self._num_workers = size if self.include_workers == "all" else 1
         self._worker_ready = True
+        if writes and not self.dry_run and size == 1 and self._rank is None and isinstance(self.storage, LocalStorage):
+            writes = self._claim_trial()
         if writes and not self.dry_run:
             tb_dir = self.tensorboard_dir if self.export_tensorboard else None
             if tb_dir is not None and "://" in tb_dir:
@@ -418,9 +424,27 @@ class Hook(HookSteps):
     def _add_step_observers(self, timeline: StepTimeline, settings: ProfilingConfig) -> None:
         """Frameworks add what runs over a window of steps (PyTorch: the detailed profiling window)."""
 
+    def _claim_trial(self) -> bool:
+        """A process without a rank writes only if no other live process writes this trial (see
+        :mod:`sdk_ext.hooks.claim`)."""
+        assert isinstance(self.storage, LocalStorage)
+        claim = TrialClaim(self.storage.root)
+        if claim.acquire():
+            self._claim = claim
+            return True
+        logger.warning(
+            "sdk_ext hook (pid %d): another process (pid %s) is writing the trial %s as worker_0, so this one "
+            "saves nothing. Processes started with torch.multiprocessing or multiprocessing have no rank of "
+            "their own; to save from each, initialize torch.distributed before the first step (each then "
+            "writes as worker_{rank}) or give each its own out_dir.",
+            os.getpid(), claim.holder() or "?", self.out_dir,
+        )
+        return False
+
     def _distributed_info(self) -> tuple[int, int]:
-        """(rank, world size) as the framework sees it; frameworks override."""
-        return 0, 1
+        """(rank, world size) as the framework sees it (frameworks override), else as a launcher's or
+        TensorFlow's environment says (:mod:`sdk_ext.hooks.workers`), else one worker."""
+        return workers.environment_rank(os.environ) or (0, 1)
 
     def _collections_file(self) -> CollectionsFile:
         return self.collection_manager.to_file(

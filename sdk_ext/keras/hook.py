@@ -30,12 +30,14 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import sys
 from collections.abc import Iterable
 from typing import Any
 
 import keras
 import numpy as np
 
+from sdk_ext.hooks import workers
 from sdk_ext.hooks.collections import CollectionKeys
 from sdk_ext.hooks.hook import Hook as BaseHook
 from sdk_ext.hooks.hook import guarded
@@ -105,6 +107,9 @@ class KerasHook(keras.callbacks.Callback, BaseHook):  # type: ignore[misc]
         self._training = False
         #: Steps run eagerly in graph mode to capture layer tensors, by function (train/test/predict).
         self.eager_steps = self._eager.counts
+        unnamed = _unnamed_worker(self.backend)
+        if unnamed is not None:
+            logger.warning("sdk_ext KerasHook: %s; this process writes as worker_0", unnamed)
         if self.backend == "jax":
             logger.warning(
                 "sdk_ext KerasHook on the JAX backend: losses, metrics, weights, biases and optimizer variables "
@@ -403,13 +408,23 @@ class KerasHook(keras.callbacks.Callback, BaseHook):  # type: ignore[misc]
             self._eager.restore()
 
     def _distributed_info(self) -> tuple[int, int]:
+        """torch.distributed (torch backend), ``jax.process_index()`` (JAX backend, keras.distribution),
+        the strategy's cluster (TensorFlow multi-worker strategies), else TF_CONFIG or a launcher's RANK."""
         if self.backend == "torch":
             import torch
 
             dist = torch.distributed
             if dist.is_available() and dist.is_initialized():
                 return dist.get_rank(), dist.get_world_size()
-        return 0, 1
+        elif self.backend == "jax":
+            jax = sys.modules.get("jax")
+            if jax is not None and jax.process_count() > 1:
+                return int(jax.process_index()), int(jax.process_count())
+        elif self.backend == "tensorflow":
+            found = _tf_strategy_rank()
+            if found is not None:
+                return found
+        return workers.environment_rank(os.environ) or (0, 1)
 
     # --- values ----------------------------------------------------------------------------------
 
@@ -487,3 +502,37 @@ def _iter_layers(model: Any) -> list[Any]:
 
 
 __all__ = ["KerasHook"]
+
+
+def _tf_strategy_rank() -> tuple[int, int] | None:
+    """(rank, world size) from the TensorFlow distribution strategy in scope, when it spans workers
+    (MultiWorkerMirroredStrategy: its cluster resolver, which reads TF_CONFIG or a cluster manager)."""
+    tf = sys.modules.get("tensorflow")
+    if tf is None or not tf.distribute.has_strategy():
+        return None
+    resolver = getattr(tf.distribute.get_strategy(), "cluster_resolver", None)
+    if resolver is None:
+        return None
+    try:
+        spec = resolver.cluster_spec().as_dict()
+        task = (str(resolver.task_type), int(resolver.task_id))
+    except (AttributeError, TypeError, ValueError):
+        return None
+    order = [(t, i) for t in workers.TRAINING_TASKS for i in range(len(spec.get(t, [])))]
+    return (order.index(task), len(order)) if task in order and len(order) > 1 else None
+
+
+def _unnamed_worker(backend: str) -> str | None:
+    """Why this process cannot tell which worker it is although it runs among several, or None."""
+    task = workers.tf_config_task(os.environ)
+    if task is not None and workers.tf_config_rank(os.environ) is None:
+        return (f"TF_CONFIG makes this process a {task[0]!r} task, which has no training rank "
+                f"(only {', '.join(workers.TRAINING_TASKS)} tasks are numbered)")
+    if workers.environment_rank(os.environ) is not None or backend in ("torch", "jax"):
+        return None  # named from the environment, or by torch.distributed / jax at the first step
+    hosts = os.environ.get("SM_HOST_COUNT", "1")
+    if hosts.isdigit() and int(hosts) > 1:
+        return (f"it runs on one of {hosts} hosts but neither TF_CONFIG nor a launcher (RANK, "
+                "OMPI_COMM_WORLD_RANK) says which worker it is (a multi-worker strategy without TF_CONFIG is "
+                "named at the first step from its cluster resolver); only one process writes the trial")
+    return None

@@ -26,6 +26,7 @@ with a do-nothing :class:`~sdk_ext.hooks.hook.DetachedHook` in its place. Values
 from __future__ import annotations
 
 import logging
+import os
 import re
 from typing import Any
 
@@ -37,14 +38,23 @@ from sdk_ext.hooks.collections import change_count
 from sdk_ext.hooks.hook import Hook as BaseHook
 from sdk_ext.hooks.hook import guarded
 from sdk_ext.hooks.policy import TensorPlan
+from sdk_ext.hooks.workers import launcher_rank
 from sdk_ext.profiler.config import ProfilingConfig
 from sdk_ext.profiler.timeline import StepTimeline
+from sdk_ext.pytorch import wrappers
+from sdk_ext.pytorch.gather import Item, ShardGather
 from sdk_ext.pytorch.tensors import iter_tensors, to_numpy, torch_reductions
+from sdk_ext.pytorch.wrappers import ShardedSource
 
 logger = logging.getLogger(__name__)
 
 GRADIENT_PREFIX = "gradient/"
 _PROBE_INDICES = range(4)  # a module is hooked if a collection claims one of its first tensors
+
+
+def _in_backward() -> bool:
+    current = getattr(torch._C, "_current_graph_task_id", None)
+    return current is not None and current() != -1
 
 
 def _unwrap_compiled(module: nn.Module) -> tuple[nn.Module, bool]:
@@ -73,6 +83,11 @@ class Hook(BaseHook):
         self._counts: dict[str, int] = {}
         self._quiet = 0  # steps ahead known to save nothing (see _forward_pre)
         self._quiet_token: tuple[int, Any] = (-1, None)
+        self._sharded: dict[str, ShardedSource] = {}  # FSDP / DTensor parameters, by trial name
+        self._sharded_candidates: list[str] = []
+        self._sharded_grad_candidates: list[str] = []
+        self._gather: ShardGather | None = None
+        self._grads_armed = False  # this step's backward will collect sharded gradients at its end
 
     # --- registration ----------------------------------------------------------------------------
 
@@ -105,16 +120,28 @@ class Hook(BaseHook):
                 "already; one hook watches one model (in a zero-change job, register your model before its "
                 "first forward call, or not at all)"
             )
-        inner, self._compiled = _unwrap_compiled(module)
-        prefix = type(inner).__name__
+        inner = wrappers.unwrap(module)
+        self._compiled = wrappers.is_compiled(module)
+        prefix = wrappers.model_class_name(inner)
         self._model = module
-        self._params = [(f"{prefix}_{name}", p) for name, p in inner.named_parameters()]
-        for name, sub in inner.named_modules():
-            self._module_names[sub] = name if name else prefix
+        for param in wrappers.model_parameters(module):
+            name = f"{prefix}_{param.name}"
+            if param.sharded is not None:
+                self._sharded[name] = param.sharded
+            elif param.param is not None:
+                self._params.append((name, param.param))
+        if self._sharded:
+            rank, world_size = self._distributed_info()
+            self._gather = ShardGather(self._sharded, rank=rank, world_size=world_size,
+                                       include_all=self.include_workers == "all", need_array=self._needs_array)
+            self._gather.setup()  # collectives, while every rank registers its model
+        for path, sub in wrappers.named_modules(module):
+            self._module_names[sub] = path if path else prefix
         if self._compiled:
             del self._module_names[inner]
             self._module_names[module] = prefix
-        module.register_forward_pre_hook(self._forward_pre)
+        # first, so that it runs before FSDP2's own pre-forward hook unshards the parameters
+        module.register_forward_pre_hook(self._forward_pre, prepend=True)
         if during_forward:
             self._forward_pre(module, None)
 
@@ -149,7 +176,7 @@ class Hook(BaseHook):
         dist = torch.distributed
         if dist.is_available() and dist.is_initialized():
             return dist.get_rank(), dist.get_world_size()
-        return 0, 1
+        return launcher_rank(os.environ) or (0, 1)  # a torchrun rank that never initializes torch.distributed
 
     def _forward_pre(self, module: nn.Module, inputs: Any) -> None:
         # Fast path, most steps: the policy said the next steps of this mode save nothing, and
@@ -183,11 +210,17 @@ class Hook(BaseHook):
             plan = self.policy.plan(name)
             if plan is not None:
                 self._save(name, plan, param.data)
+        if self._sharded_candidates:
+            self._collect_sharded(self._sharded_candidates, grads=False)
         handles = self._step_handles
+        self._grads_armed = False
         if torch.is_grad_enabled():
             for name, param in self._grad_candidates:
                 if self.policy.plan(name) is not None:
                     handles.append(param.register_hook(self._gradient_saver(name)))  # type: ignore[no-untyped-call]
+            if any(self.policy.plan(n) is not None for n in self._sharded_grad_candidates):
+                assert self._model is not None
+                handles.append(self._model.register_forward_hook(self._arm_backward))
         for mod in self._module_candidates:  # picked up by this very call too (torch reads them after forward)
             handles.append(mod.register_forward_hook(self._forward_post))
 
@@ -225,6 +258,8 @@ class Hook(BaseHook):
         self._grad_candidates = [
             (GRADIENT_PREFIX + n, p) for n, p in self._params if p.requires_grad and policy.could_save(GRADIENT_PREFIX + n)
         ]
+        self._sharded_candidates = [n for n in self._sharded if policy.could_save(n)]
+        self._sharded_grad_candidates = [GRADIENT_PREFIX + n for n in self._sharded if policy.could_save(GRADIENT_PREFIX + n)]
         modules = list(self._losses)
         for module, name in self._module_names.items():
             claimed = any(
@@ -252,6 +287,57 @@ class Hook(BaseHook):
                 if regexes:
                     coll.include(regexes)
 
+    # --- sharded parameters (FSDP, DTensor): see sdk_ext.pytorch.gather ------------------------------
+
+    def _collect_sharded(self, names: list[str], *, grads: bool) -> None:
+        """Collect the sharded weights (or gradients) of ``names`` that this step saves; every rank
+        calls this at the same point with the same names (the policy is the same everywhere)."""
+        items = []
+        for name in names:
+            plan = self.policy.plan(name)
+            if plan is None:
+                continue
+            key = name[len(GRADIENT_PREFIX):] if grads else name
+            source = self._sharded[key]
+            items.append(Item(name, key, plan, source.grad if grads else source.weight))
+        if not items:
+            return
+        if self._gather is not None:
+            self._gather.collect(items, self._write_collected)
+
+    def _write_collected(self, item: Item, full: torch.Tensor | None, reductions: dict[tuple[str, bool], Any],
+                         shape: tuple[int, ...]) -> None:
+        if full is not None:
+            self._save(item.name, item.plan, full)
+        else:
+            self._write(item.name, item.plan, None, reductions, shape=shape)
+
+    def _needs_array(self, plan: TensorPlan) -> bool:
+        return plan.raw or (self.export_tensorboard and (plan.histogram or plan.scalar))
+
+    @guarded
+    def _arm_backward(self, module: nn.Module, inputs: Any, outputs: Any) -> None:
+        """End of a saved step's forward: the backward that starts from these outputs collects the
+        sharded gradients when it ends."""
+        for tensor in iter_tensors(outputs):
+            if tensor.requires_grad:
+                tensor.register_hook(self._backward_started)  # type: ignore[no-untyped-call]
+
+    @guarded
+    def _backward_started(self, grad: torch.Tensor) -> None:
+        if self._grads_armed or self._disabled:
+            return
+        self._grads_armed = True
+        # FSDP finishes its gradients in a callback at the end of backward, queued during backward
+        # too; a callback queued from a callback runs after every one queued before it.
+        queue = torch.autograd.Variable._execution_engine.queue_callback
+        queue(lambda: queue(self._collect_sharded_grads))
+
+    @guarded
+    def _collect_sharded_grads(self) -> None:
+        if self._in_step and self.policy.active:
+            self._collect_sharded(self._sharded_grad_candidates, grads=True)
+
     # --- capture ---------------------------------------------------------------------------------
 
     def _gradient_saver(self, name: str) -> Any:
@@ -269,8 +355,8 @@ class Hook(BaseHook):
 
     @guarded
     def _forward_post(self, module: nn.Module, inputs: Any, outputs: Any) -> None:
-        if not self._in_step or not self.policy.active:
-            return
+        if not self._in_step or not self.policy.active or _in_backward():
+            return  # in backward: activation checkpointing recomputes a forward already saved
         name = self._module_names.get(module)
         if name is not None:
             self._save_module_tensors(name, "_input_", inputs)
@@ -293,6 +379,10 @@ class Hook(BaseHook):
         return to_numpy(value)
 
     def _save(self, name: str, plan: TensorPlan, value: Any) -> None:
+        if wrappers.is_dtensor(value):
+            value = value.full_tensor()  # a collective: every rank saves the same tensors
+        if self._out is None:
+            return  # this rank writes nothing (include_workers="one"), or a dry run
         if not isinstance(value, torch.Tensor):
             super()._save(name, plan, value)
             return

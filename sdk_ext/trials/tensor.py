@@ -163,13 +163,18 @@ class Tensor(TensorDisplay):
             if value is not None:
                 return value
         sf = None
-        if mode is _GLOBAL and worker is None:  # the common case, inlined from _step_file
-            files = self._index.by_step.get(step_num)
-            if files is not None:
-                for f in files:
-                    if name in f.names:
-                        sf = f
-                        break
+        if mode is _GLOBAL:  # the common cases, inlined from _step_file
+            if worker is None:
+                files = self._index.by_step.get(step_num)
+                if files is not None:
+                    for f in files:
+                        if name in f.names:
+                            sf = f
+                            break
+            else:  # one worker of several (a rule comparing workers asks each at a step): no scan
+                held = self._index.file_of(step_num, worker)
+                if held is not None and name in held.names:
+                    sf = held
         if sf is None:
             sf = self._step_file(step_num, mode, worker)
         loc = sf.raw.get(name)

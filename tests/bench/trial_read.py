@@ -10,7 +10,9 @@ add to index files) into a temp dir (``--dir`` keeps and reuses them), all finis
 * ``small`` = 2000 steps x 50 float32 tensors of 100 elements; ``large`` = 200 steps x 20 of 256x256 (1 GiB);
 * ``wide`` = 1000 steps x 1000 tensors of 100 (563 MiB; a save-all trial of a real model: the files
   do not fit the reader's file cache);
-* ``workers8`` = 8 workers x 500 steps x 10 tensors of 100 (every worker's value is read);
+* ``workers8`` = 8 workers x 500 steps x 10 tensors of 100, ``workers64`` = 64 workers x 100 steps x 10
+  tensors of 100 (every worker's value is read, in both orders: one worker's steps after another's, and
+  every worker at a step, step after step, as a rule comparing workers reads: the ``*_step_workers`` readers);
 * ``long`` = 50,000 steps x 10 tensors of 100 and ``long1k`` = the same with 1,000 steps (linear in steps?);
 * ``huge`` = 25 steps x 20 tensors of 1M float32 (2 GB; ``values()`` against ``value()``).
 
@@ -58,6 +60,7 @@ SHAPES: dict[str, tuple[int, int, tuple[int, ...], int]] = {
     "large": (200, 20, (256, 256), 1),
     "wide": (1000, 1000, (100,), 1),
     "workers8": (500, 10, (100,), 8),
+    "workers64": (100, 10, (100,), 64),
     "long": (50_000, 10, (100,), 1),
     "long1k": (1000, 10, (100,), 1),
     "huge": (25, 20, (1_000_000,), 1),
@@ -139,8 +142,13 @@ def measure(root: Path, kinds: list[str], repeat: int, smdebug: str | None) -> d
         trial = generate(root, kind)
         run("raw", trial, sys.executable)  # warm the page cache
         results[kind] = {}
+        chosen = dict(readers)
+        if shape_of(kind)[3] > 1:  # several workers: the other order too
+            chosen["sdk_ext_step_workers"] = sys.executable
+            if smdebug:
+                chosen["smdebug_step_workers"] = smdebug
         for _ in range(repeat):  # interleave readers so drift hits all alike
-            for reader, python in readers.items():
+            for reader, python in chosen.items():
                 results[kind].setdefault(reader, []).append(run(reader, trial, python))
         results[kind] = {reader: best(runs) for reader, runs in results[kind].items()}
         counts = {(r["values"], r["bytes"]) for name, r in results[kind].items() if name != "raw"}
@@ -203,6 +211,16 @@ def table(results: dict[str, dict[str, Any]], repeat: int) -> str:
             f"(values()) for the values, {ratio(0, 'open_s'):.1f}x to open, at {factor:.0f}x the steps (runs with the "
             f"best totals); least of each part over the runs: {ratio(0, 'min_values_s'):.1f}x, "
             f"{ratio(1, 'min_values_s'):.1f}x, {ratio(0, 'min_open_s'):.1f}x."
+        )
+    for kind, r in results.items():
+        if "sdk_ext_step_workers" not in r:
+            continue
+        sw, raw, sm = r["sdk_ext_step_workers"], r["raw"], r.get("smdebug_step_workers")
+        versus = f", smdebug {sm['total_s']:.2f} s (**{sm['total_s'] / sw['total_s']:.1f}x**)" if sm else ""
+        notes.append(
+            f"{kind}, every worker at a step, step after step: sdk_ext {_split(sw)} = **{sw['total_s'] / goal(sw, raw):.2f}"
+            f"** of the budget{versus}; one worker's steps after another's (value() column): "
+            f"{r['sdk_ext']['total_s'] / goal(r['sdk_ext'], raw):.2f} of the budget."
         )
     if "huge" in results:
         h = results["huge"]

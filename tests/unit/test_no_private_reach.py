@@ -61,6 +61,42 @@ ALLOWED = {
         "variables it was built for only under this name; read (with a default) when apply() is called without them",
     ("sdk_ext/keras/tape.py", "getattr(tape, '_push_tape')"): "tf.GradientTape starts recording in this method "
         "(entered by `with tape:`); wrapping it is how a custom loop's step begins, as smdebug's wrap_tape did",
+    ('sdk_ext/pytorch/hook.py', "getattr(torch._C, '_current_graph_task_id')"):
+        'the only way to tell that a forward runs inside backward (activation checkpointing recomputing it, which must not be saved twice); read with a default',
+    ('sdk_ext/pytorch/hook.py', 'torch._C'):
+        "as the line above: torch._C is where torch keeps the autograd engine's state",
+    ('sdk_ext/pytorch/hook.py', 'torch.autograd.Variable._execution_engine'):
+        "queue_callback, to run code when a backward ends (after FSDP's own end-of-backward callback finishes the gradients), is only reachable here; FSDP1 and FSDP2 use the same call",
+    ('sdk_ext/pytorch/wrappers.py', "getattr(root, '_orig_mod')"):
+        "torch.compile's OptimizedModule exposes the module it wraps only under this name",
+    ('sdk_ext/pytorch/wrappers.py', "getattr(module, '_orig_mod')"):
+        'as above (telling a compiled wrapper from other modules)',
+    ('sdk_ext/pytorch/wrappers.py', "getattr(unit, '_handle')"):
+        "FSDP1 (FullyShardedDataParallel) exposes no public way to find which elements of which original parameter a rank holds; its FlatParameter's metadata is the only source (torch's own state-dict code reads the same fields); read only when a model wrapped in FSDP1 is registered",
+    ('sdk_ext/pytorch/wrappers.py', "getattr(flat, '_local_shard')"):
+        "FSDP1 (FullyShardedDataParallel) exposes no public way to find which elements of which original parameter a rank holds; its FlatParameter's metadata is the only source (torch's own state-dict code reads the same fields); read only when a model wrapped in FSDP1 is registered",
+    ('sdk_ext/pytorch/wrappers.py', 'flat._numels_with_padding'):
+        "FSDP1 (FullyShardedDataParallel) exposes no public way to find which elements of which original parameter a rank holds; its FlatParameter's metadata is the only source (torch's own state-dict code reads the same fields); read only when a model wrapped in FSDP1 is registered",
+    ('sdk_ext/pytorch/wrappers.py', 'flat._is_padding_mask'):
+        "FSDP1 (FullyShardedDataParallel) exposes no public way to find which elements of which original parameter a rank holds; its FlatParameter's metadata is the only source (torch's own state-dict code reads the same fields); read only when a model wrapped in FSDP1 is registered",
+    ('sdk_ext/pytorch/wrappers.py', 'flat._param_infos'):
+        "FSDP1 (FullyShardedDataParallel) exposes no public way to find which elements of which original parameter a rank holds; its FlatParameter's metadata is the only source (torch's own state-dict code reads the same fields); read only when a model wrapped in FSDP1 is registered",
+    ('sdk_ext/pytorch/wrappers.py', 'flat._shared_param_infos'):
+        "FSDP1 (FullyShardedDataParallel) exposes no public way to find which elements of which original parameter a rank holds; its FlatParameter's metadata is the only source (torch's own state-dict code reads the same fields); read only when a model wrapped in FSDP1 is registered",
+    ('sdk_ext/pytorch/wrappers.py', "getattr(flat, '_shard_param_infos')"):
+        "FSDP1 (FullyShardedDataParallel) exposes no public way to find which elements of which original parameter a rank holds; its FlatParameter's metadata is the only source (torch's own state-dict code reads the same fields); read only when a model wrapped in FSDP1 is registered",
+    ('sdk_ext/pytorch/wrappers.py', 'flat._fqns'):
+        "FSDP1 (FullyShardedDataParallel) exposes no public way to find which elements of which original parameter a rank holds; its FlatParameter's metadata is the only source (torch's own state-dict code reads the same fields); read only when a model wrapped in FSDP1 is registered",
+    ('sdk_ext/pytorch/wrappers.py', 'flat._shapes'):
+        "FSDP1 (FullyShardedDataParallel) exposes no public way to find which elements of which original parameter a rank holds; its FlatParameter's metadata is the only source (torch's own state-dict code reads the same fields); read only when a model wrapped in FSDP1 is registered",
+    ('sdk_ext/pytorch/wrappers.py', "getattr(module, '_get_fsdp_state')"):
+        "FSDP2 (fully_shard) exposes no public way to reach the sharded parameter while it has swapped the unsharded one into the module (during forward/backward); its state's parameter list is the only source",
+    ('sdk_ext/pytorch/wrappers.py', "getattr(state, '_fsdp_param_groups')"):
+        "FSDP2 (fully_shard) exposes no public way to reach the sharded parameter while it has swapped the unsharded one into the module (during forward/backward); its state's parameter list is the only source",
+    ('sdk_ext/pytorch/wrappers.py', "getattr(state, '_fsdp_param_group')"):
+        "FSDP2 (fully_shard) exposes no public way to reach the sharded parameter while it has swapped the unsharded one into the module (during forward/backward); its state's parameter list is the only source (its name in torch releases before the list)",
+    ('sdk_ext/pytorch/wrappers.py', 'fsdp_param._module_info'):
+        "FSDP2 (fully_shard) exposes no public way to reach the sharded parameter while it has swapped the unsharded one into the module (during forward/backward); its state's parameter list is the only source",
 }
 
 

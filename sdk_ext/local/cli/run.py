@@ -15,7 +15,7 @@ from sdk_ext.local.cli.console import Console
 from sdk_ext.local.jobs.client import LocalSageMakerClient
 from sdk_ext.local.jobs.disk import DiskFullError
 from sdk_ext.local.jobs.runner import LocalSettings
-from sdk_ext.local.request.from_options import build_request
+from sdk_ext.local.request.from_options import build_request, with_cluster
 
 DEFAULT_SAVE_INTERVAL = 10
 
@@ -52,6 +52,11 @@ def add_parser(sub: Any) -> None:
                    help="profile the job: sample CPU, memory, disk, network and GPUs every MS milliseconds (100, "
                         "200, 500 (default), 1000, 5000 or 60000) into <job dir>/profiler-output, and time each "
                         "step; write it --profile=MS")
+    p.add_argument("--instance-count", type=int, metavar="N",
+                   help="emulated hosts algo-1..N on this machine (ResourceConfig.InstanceCount; default 1)")
+    p.add_argument("--processes-per-host", type=int, metavar="P",
+                   help="processes per host: each a rank with torchrun's environment (RANK, LOCAL_RANK, "
+                   "WORLD_SIZE, ...), unless the request names another launcher (mpirun)")
     p.add_argument("--no-auto-stop", action="store_true", help="do not deliver events to the auto-stop handler")
     p.add_argument("--profiler-rules-stop", action="store_true",
                    help="a profiler rule that finds issues stops the job too (by default only Debugger rules, and "
@@ -82,6 +87,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         custom_rules=args.custom_rule, collections=args.collection, collection_params=args.collection_param,
         hook_params=args.hook_param, hyperparameters=args.hyperparameter, save_interval=args.save_interval,
         default_save_interval=default_interval, profile_ms=args.profile)
+    request = with_cluster(request, instance_count=args.instance_count, processes_per_host=args.processes_per_host)
     _refuse_bad_hook_config(request, args)
     echo = console.result if args.verbose and not args.quiet else console.echo
     settings = LocalSettings(jobs_root=args.jobs_dir, stop_grace=args.stop_grace, rule_timeout=args.rule_timeout,
@@ -213,12 +219,60 @@ def summary_lines(final: dict[str, Any], job_dir: Path, report: Path | None) -> 
             status, why = "NoIssuesFound, but it checked nothing", why[len(CHECKED_NOTHING):].strip()
         lines.append(f"  {v.rule}: {status}" + (f" at step {step_text(v.step, modes)}" if v.step is not None else "")
                      + (f" ({why})" if why else ""))
+    lines += cluster_lines(job, Path(job.get("SdkExtLocal", {}).get("TrialDir") or job_dir / "output" / "tensors"))
     no_data = no_data_note(job, job_dir)
     if no_data:
         lines.append(f"  no debugging data was saved: {no_data}")
     lines.append(f"  job directory: {job_dir}")
     if report is not None:
         lines.append(f"  report: {report.resolve()}")
+    return lines
+
+
+def _signal_name(number: int) -> str | None:
+    import signal
+
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return None
+
+
+def worker_steps(trial_dir: Path) -> dict[str, int]:
+    """Each worker's last saved step, from the trial's index file names (nothing is read)."""
+    from sdk_ext.format.paths import INDEX_DIR, parse_index_key
+
+    last: dict[str, int] = {}
+    for path in (trial_dir / INDEX_DIR).glob("*/*.json"):
+        parsed = parse_index_key(f"{INDEX_DIR}/{path.parent.name}/{path.name}")
+        if parsed is not None:
+            step, worker = parsed
+            last[worker] = max(step, last.get(worker, step))
+    return dict(sorted(last.items(), key=lambda kv: (len(kv[0]), kv[0])))
+
+
+def cluster_lines(job: dict[str, Any], trial_dir: Path) -> list[str]:
+    """A job of several hosts or processes: how they ran and ended, and each worker's last saved step."""
+    local = job.get("SdkExtLocal") or {}
+    hosts, processes, launch = local.get("Hosts") or [], local.get("Processes") or [], local.get("Launcher") or {}
+    lines: list[str] = []
+    if len(hosts) > 1 or len(processes) > 1:
+        codes: dict[str, int] = {}
+        for p in processes:
+            code = p.get("ExitCode")
+            killer = _signal_name(-code) if code is not None and code < 0 else None
+            key = "still running" if code is None else f"ended by {killer}" if killer else f"exit code {code}"
+            codes[key] = codes.get(key, 0) + 1
+        ended = ", ".join(f"{n} {key}" for key, n in codes.items())
+        lines.append(f"  {len(hosts)} host{'s' if len(hosts) != 1 else ''} x {launch.get('ProcessesPerHost', 1)} "
+                     f"process{'es' if launch.get('ProcessesPerHost', 1) != 1 else ''} ({launch.get('Kind')}, "
+                     f"chosen by {launch.get('ChosenBy')}): {ended}")
+    steps = worker_steps(trial_dir)
+    if len(steps) > 1:
+        if len(set(steps.values())) == 1:
+            lines.append(f"  {len(steps)} workers saved ({', '.join(steps)}), each up to step {next(iter(steps.values()))}")
+        else:
+            lines.append(f"  {len(steps)} workers saved, last step: " + ", ".join(f"{w} {s}" for w, s in steps.items()))
     return lines
 
 

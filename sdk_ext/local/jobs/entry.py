@@ -3,8 +3,10 @@
 What a local request runs (first match):
 
 1. ``entry_point=`` given to the runner (``sdk-ext run SCRIPT`` does this): ``python SCRIPT``;
-2. ``AlgorithmSpecification.ContainerEntrypoint`` (+ ``ContainerArguments``): that command, as is;
-3. ``HyperParameters.sagemaker_program`` (+ ``sagemaker_submit_directory``: a local directory, ``file://``
+2. an SDK v3 ModelTrainer request whose ``sm_drivers`` channel is local: the entry script of its
+   ``sourcecode.json`` in the ``code`` channel (or its ``command``), as v3's container script runs it;
+3. ``AlgorithmSpecification.ContainerEntrypoint`` (+ ``ContainerArguments``): that command, as is;
+4. ``HyperParameters.sagemaker_program`` (+ ``sagemaker_submit_directory``: a local directory, ``file://``
    URI or ``.tar.gz``), as SageMaker's framework estimators send it: ``python <program>`` in that directory.
 
 A Python entry point gets the non-``sagemaker_*`` hyperparameters as ``--name value`` arguments, then
@@ -27,6 +29,7 @@ from typing import Any
 from sdk_ext.exceptions import ConfigError
 from sdk_ext.local.jobs import archive as archive_module
 from sdk_ext.local.jobs import frameworks, layout
+from sdk_ext.local.jobs import launcher as launcher_mod
 from sdk_ext.local.request import check as request_check
 
 _FILE_LINE = re.compile(r'^File "(.+)", line (\d+)')
@@ -77,6 +80,9 @@ def resolve_command(request: Mapping[str, Any], job_dir: layout.JobDir, *, pytho
             raise ConfigError(f"entry point {os.fspath(entry_point)!r} is not a file", where="local job")
         return _python_command(python, script, script.parent, hps, script_args, zero_change)
     spec = request.get("AlgorithmSpecification") or {}
+    v3 = launcher_mod.v3_source(request)
+    if v3 is not None:
+        return _v3_command(v3, python=python, hps=hps, script_args=script_args, zero_change=zero_change)
     if spec.get("ContainerEntrypoint"):
         argv = [*spec["ContainerEntrypoint"], *(spec.get("ContainerArguments") or []), *script_args]
         return Command([str(a) for a in argv], job_dir.root, str(argv[0]), [str(a) for a in argv[1:]])
@@ -101,6 +107,23 @@ def resolve_command(request: Mapping[str, Any], job_dir: layout.JobDir, *, pytho
                           f"{code_dir}; name a script inside it (e.g. train.py)", where="CreateTrainingJob request")
     if not script.is_file():
         raise ConfigError(f"sagemaker_program {program!r} is not a file in {code_dir}", where="local job")
+    return _python_command(python, script, code_dir, hps, script_args, zero_change)
+
+
+def _v3_command(v3: launcher_mod.V3Source, *, python: str, hps: Mapping[str, Any], script_args: Sequence[str],
+                zero_change: bool | None) -> Command:
+    """An SDK v3 ModelTrainer request (its ``sm_drivers`` channel is local): what its container script
+    (sm_train.sh) runs, without the container's /opt/ml paths: ``SourceCode.command`` through bash, else the
+    entry script in the ``code`` channel (each rank of a distributed job: launcher.py)."""
+    code_dir = v3.code_dir or v3.drivers_dir
+    command = v3.source_code.get("command")
+    if command:
+        return Command(["/bin/bash", "-c", str(command), *script_args], code_dir, "/bin/bash", [str(command)])
+    entry = str(v3.source_code.get("entry_script") or "")
+    script = code_dir / entry
+    if not entry or not request_check.inside(code_dir, script) or not script.is_file():
+        raise ConfigError(f"sm_drivers/sourcecode.json entry_script {entry!r} is not a file in the code channel "
+                          f"{code_dir}", where="local job")
     return _python_command(python, script, code_dir, hps, script_args, zero_change)
 
 

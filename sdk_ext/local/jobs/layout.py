@@ -6,14 +6,17 @@
       input/config/hyperparameters.json   HyperParameters
       input/config/debughookconfig.json   DebugHookConfig, LocalPath = output/tensors (absolute)
       input/config/tensorboardoutputconfig.json   if TensorBoardOutputConfig is set
-      input/config/resourceconfig.json    {"current_host": "algo-1", "hosts": ["algo-1"], ...}
+      input/config/resourceconfig.json    {"current_host": "algo-1", "hosts": ["algo-1", ...], ...} (hosts.py)
       input/config/profilerconfig.json    ProfilerConfig, LocalPath = profiler-output (absolute), if the request has one
       input/config/inputdataconfig.json   per channel: TrainingInputMode, S3DistributionType, ...
       input/data/<channel>                a symlink to the channel's local data (file:// or a path)
       model/  output/data/  output/failure (a script may write its failure reason there)
       output/tensors/                     the trial the hook writes and the rules read
       rules/<RuleConfigurationName>/      status.json and evaluator.log of each rule evaluation
-      logs/training.log                   the entry point's stdout and stderr
+      logs/training.log                   the entry point's stdout and stderr (every process's, each line led
+                                          by its host and rank, when there are several: launcher.py)
+      logs/algo-K/                        with several processes: each one's own log (rank-R.log)
+      hosts/algo-K/input/config/          hosts 2..N: their own resourceconfig.json (hosts.py)
       profiler-output/                    system/ (the system monitor) and framework/ (the hooks' step timeline)
       request.json  job.json  events.jsonl   the request; DescribeTrainingJob as last seen; every event
       runner.json                         the claim on the job's name: which runner runs it (claim.py)
@@ -195,9 +198,7 @@ def prepare(job_dir: JobDir, request: Mapping[str, Any]) -> dict[str, Path]:
     if request.get("ProfilerConfig") is not None:
         write_profiler_config(job_dir, request["ProfilerConfig"])
     resources = request.get("ResourceConfig") or {}
-    if int(resources.get("InstanceCount") or 1) > 1:
-        logger.warning("job %s asks for %s instances; the local runner runs one", request.get("TrainingJobName"),
-                       resources["InstanceCount"])
+    # one host's view; the runner then writes each emulated host's own (hosts.py: InstanceCount hosts)
     write_json(job_dir.config / "resourceconfig.json",
                {"current_host": HOST, "current_instance_type": resources.get("InstanceType", "local"),
                 "hosts": [HOST], "network_interface_name": "eth0"})

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from sdk_ext.exceptions import ConfigError
-from sdk_ext.local.jobs import deployment, disk, frameworks, layout, rule_jobs
+from sdk_ext.local.jobs import deployment, disk, frameworks, hosts, launcher, layout, rule_jobs
 from sdk_ext.local.jobs.claim import Claim
 from sdk_ext.local.jobs.entry import Command, check_paths, check_request, failure_reason, resolve_command
 from sdk_ext.local.jobs.events import EventDispatcher, Target, state_change_event, to_json
@@ -129,7 +129,13 @@ class JobRunner:
         self.trial_dir = layout.trial_dir(self.dir, self.request).resolve()
         self._wake = threading.Event()
         self._children: list[Child] = []
-        self._training: Child | None = None
+        self._training: Child | None = None  # the first training process (rank 0, or algo-1's entry point)
+        self._group: launcher.TrainingGroup | None = None  # every training process, on every host
+        #: the emulated hosts (hosts.py), set by prepare(): one per ResourceConfig.InstanceCount, each with its
+        #: name and /opt/ml directories; what runs once per host (a system monitor) starts from this list
+        self.hosts: list[hosts.EmulatedHost] = []
+        self.launch: launcher.LaunchPlan | None = None
+        self._v3: launcher.V3Source | None = None
         self._monitor: Child | None = None  # the system monitor, while profiling is on
         self._profiling_changed = True  # the supervisor looks at ProfilerConfig at its next turn
         self._profiling_ended = False
@@ -204,7 +210,13 @@ class JobRunner:
             environment = dict(self.request.get("Environment") or {})
             environment[frameworks.ENV] = "1" if self.zero_change else "0"
             self.request["Environment"] = environment
+        self._v3 = launcher.v3_source(self.request)
+        self.hosts = hosts.plan_hosts(self.dir.root, self.request, gpus=hosts.visible_gpus(os.environ),
+                                      cpus=hosts.usable_cpus())
+        self.launch = launcher.choose(self.request, host=self.hosts[0], v3=self._v3)  # ConfigError: cannot run here
         self._channels = layout.prepare(self.dir, self.request)
+        for host in self.hosts:
+            hosts.prepare_host(host, self.dir.config, self.dir.data)
         self._disk.reserve.take()  # DiskFullError: not even the job's last words would fit
         targets: list[Target] = []
         if self.settings.auto_stop:
@@ -269,6 +281,10 @@ class JobRunner:
             "TrainingPid": self._training.pid if self._training else None,
             "TrainingExitCode": self._training.poll() if self._training else None,
             "MonitorPid": self._monitor.pid if self._monitor else None,
+            "Hosts": [h.to_json() for h in self.hosts],
+            "Launcher": {"Kind": self.launch.kind, "ProcessesPerHost": self.launch.processes_per_host,
+                         "ChosenBy": self.launch.chosen_by} if self.launch else None,
+            "Processes": self._group.describe() if self._group else [],
             "Rules": {r.name: {"Step": state.step, "Pid": r.child.pid, "ExitCode": r.child.poll(),
                                "StatusFile": str(r.status_path), "Log": str(r.child.log_path)}
                       for r in self._rules if not r.profiler and (state := self.job.rules().get(r.name)) is not None},
@@ -401,17 +417,49 @@ class JobRunner:
             self.job.training_ended()
             return
         self._sync_monitor()  # sampling starts before training does
+        group = self._group = self._training_group(command, env)
+        combined = launcher.CombinedLog(self.dir.training_log, self._training_output) if len(group.specs) > 1 \
+            else None
         try:
-            self._training = self._spawn("training", command.argv, env, command.cwd, self.dir.training_log,
-                                         self._training_output, signal.SIGTERM)
+            group.start(lambda spec: self._spawn(
+                f"training {spec.name}" if combined else "training", spec.argv, spec.env, command.cwd,
+                spec.log_path, combined.sink(spec.prefix) if combined else self._training_output, signal.SIGTERM))
         except OSError as err:
+            group.terminate()
             self.job.training_ended(failure_reason=f"AlgorithmError: {err}")
             return
+        finally:
+            self._training = group.children[0] if group.children else None
+        try:
+            self._supervise_training(command, group)
+        finally:
+            if combined is not None:
+                combined.close()
+
+    def _training_group(self, command: Command, env: dict[str, str]) -> launcher.TrainingGroup:
+        """Every training process of every host (launcher.py), each with its host's environment."""
+        assert self.launch is not None
+        port = hosts.free_port()
+        extra = launcher.v3_env(self._v3) if self._v3 is not None else {}
+
+        def host_env(host: hosts.EmulatedHost) -> dict[str, str]:
+            out = {**env, **hosts.host_env(host, master_port=port), **extra}
+            out["SM_TRAINING_ENV"] = hosts.training_env_update(env.get("SM_TRAINING_ENV", "{}"), host,
+                                                               master_port=port)
+            out.update({str(k): str(v) for k, v in (self.request.get("Environment") or {}).items()})
+            return out
+
+        return launcher.TrainingGroup(launcher.process_specs(
+            self.launch, self.hosts, command.argv, host_env=host_env, run_id=self.name, master_port=port,
+            single_log=self.dir.training_log))
+
+    def _supervise_training(self, command: Command, group: launcher.TrainingGroup) -> None:
+        assert self._training is not None
         self.job.training_started()
         self._save()
         max_runtime = (self.request.get("StoppingCondition") or {}).get("MaxRuntimeInSeconds")
         started = time.monotonic()
-        while (code := self._training.poll()) is None:
+        while (code := group.poll()) is None:
             self._wake.wait(self.settings.poll_interval)
             self._wake.clear()
             self._refresh_rules()
@@ -423,9 +471,13 @@ class JobRunner:
                 except JobStateError:
                     pass
             self._disk.check(self._training.output_error, self._training.log_path)
-            if self.job.stop_requested or self._disk.full is not None:
-                self._training.terminate()
-                self._training.escalate(self.settings.stop_grace)
+            if group.first_failure is not None and not group.stopping:
+                logger.warning("job %s: %s ended with exit code %s; stopping every other process", self.name,
+                               group.first_failure[0].describe(), group.first_failure[2])
+                self._save()
+            if self.job.stop_requested or self._disk.full is not None or group.first_failure is not None:
+                group.terminate()
+                group.escalate(self.settings.stop_grace)
         self._disk.check(self._training.output_error, self._training.log_path, now=True)
         self._save()  # a write before the outcome is decided: a full disk fails the job
         reason: str | None
@@ -434,8 +486,24 @@ class JobRunner:
         elif self._disk.full is not None:
             reason = self._disk.full.failure_reason
         else:
-            reason = None if code == 0 else failure_reason(code, command, self.dir, self._training.output_tail())
+            reason = None if code == 0 else self._failure_reason(code, command, group)
         self.job.training_ended(failure_reason=reason)
+
+    def _failure_reason(self, code: int, command: Command, group: launcher.TrainingGroup) -> str:
+        """SageMaker's FailureReason; with several processes, that of the one that failed first, naming it,
+        with its log's last lines."""
+        assert self._training is not None
+        if len(group.specs) == 1:
+            return failure_reason(code, command, self.dir, self._training.output_tail())
+        spec, child, code = group.first_failure or (group.specs[0], self._training, code)
+        tail = child.output_tail()
+        own = failure_reason(code, Command(spec.argv, command.cwd, command.entry_point, command.user_args),
+                             self.dir, tail)
+        head, _, rest = own.partition("\n")
+        others = " (every other process was stopped)" if len(group.specs) > 1 else ""
+        return (f"{head}\n{spec.describe()} failed first{others}\n{rest}\n"
+                f"Last lines of {spec.log_path.relative_to(self.dir.root)}:\n"
+                f"{launcher.log_tail(tail, lines=8, limit=500)}")
 
     def _end_rules(self, why: str) -> None:
         """The job failed under the rules (their processes have ended): a rule without a verdict of its own

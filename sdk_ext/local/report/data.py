@@ -239,9 +239,14 @@ def collect(path: str | os.PathLike[str], *, job_file: str | os.PathLike[str] | 
     work = [("loss", n) for n in losses[:max_series]] + [("grad", n) for n in grads[:max_series]] + \
         [("weight", n) for n in weights[:max_series]] + [("scalar", n) for n in scalars[:max_series]]
     series: dict[tuple[str, str], list[Series]] = {}
+    workers = trial.workers()
     for done, (kind, name) in enumerate(work):
         if progress is not None:
             progress(done, len(work), name)
+        if kind == "loss" and len(workers) > 1:  # each worker's own loss: a rank whose data went bad shows
+            series[(kind, name)] = [s for w in workers[:max_series] for s in _split_by_mode(
+                trial, _read(trial, name, picked, norm=False, worker=w, label=f"{name} [{w}]"))]
+            continue
         line = _read(trial, name, picked, norm=kind in ("grad", "weight"))
         series[(kind, name)] = _split_by_mode(trial, line) if kind in ("loss", "scalar") else [line]
     if progress is not None:
@@ -320,7 +325,8 @@ def _split_by_mode(trial: Trial, line: Series) -> list[Series]:
     return [Series(f"{line.name} ({mode.name})", *by_mode[mode]) for mode in sorted(by_mode, key=lambda m: m.value)]
 
 
-def _read(trial: Trial, name: str, steps: Sequence[int], *, norm: bool) -> Series:
+def _read(trial: Trial, name: str, steps: Sequence[int], *, norm: bool, worker: str | None = None,
+          label: str | None = None) -> Series:
     tensor = trial.tensor(name)
     have = set(tensor.steps())
     xs, ys = [], []
@@ -328,13 +334,13 @@ def _read(trial: Trial, name: str, steps: Sequence[int], *, norm: bool) -> Serie
         if step not in have:
             continue
         try:
-            value = _l2(tensor, step) if norm else _scalar(tensor.value(step))
+            value = _l2(tensor, step) if norm else _scalar(tensor.value(step, worker=worker))
         except SdkExtError as err:  # a value lost with a crashed step: leave the point out
             logger.debug("report: %s at step %d unreadable: %s", name, step, err)
             continue
         xs.append(step)
         ys.append(value)
-    return Series(name, xs, ys)
+    return Series(label or name, xs, ys)
 
 
 def _l2(tensor: Any, step: int) -> float:

@@ -10,7 +10,8 @@ from __future__ import annotations
 import difflib
 import json
 import re
-from collections.abc import Mapping, Sequence
+import warnings
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -18,12 +19,24 @@ from typing import Any
 import smdebug_rulesconfig as rule_configs
 from smdebug_rulesconfig.profiler_rules import rules as profiler_configs
 
-from sdk_ext.debugger import CollectionConfig, DebuggerHookConfig, ProfilerRule, Rule, apply_debugger
+from sdk_ext.debugger import (
+    CollectionConfig,
+    DebuggerHookConfig,
+    ProfilerRule,
+    Rule,
+    SdkExtRuleImageWarning,
+    apply_debugger,
+    replica_divergence,
+)
 from sdk_ext.exceptions import ConfigError
 from sdk_ext.rules.builtin import BUILTIN_RULES, PROFILER_RULE_NAMES
 
 LOCAL_OUTPUT = "s3://sdk-ext-local/output"  # a placeholder: local jobs write into their job directory
 REGION = "us-east-1"  # only names the (unused) rule images
+#: sdk_ext's own built-in rules: the name the CLI takes -> its base config
+SDK_EXT_RULE_CONFIGS: dict[str, Callable[[], dict[str, Any]]] = {"ReplicaDivergence": replica_divergence}
+#: Hook parameters a rule needs unless the options set them (ReplicaDivergence compares every worker's copy)
+RULE_HOOK_PARAMETERS: dict[str, dict[str, str]] = {"replicadivergence": {"include_workers": "all"}}
 
 
 class LocalSourceUploader:
@@ -46,6 +59,7 @@ def builtin_rule(name: str) -> dict[str, Any]:
     table = {_key(n): n for n in dir(rule_configs) if not n.startswith("_") and n.islower()
              and callable(getattr(rule_configs, n))}
     table = {k: v for k, v in table.items() if isinstance(_call(v), Mapping) and "DebugRuleConfiguration" in _call(v)}
+    table.update({_key(n): n for n in SDK_EXT_RULE_CONFIGS})
     runnable = {_key(n) for n in BUILTIN_RULES}  # the evaluator's; rulesconfig also has report rules
     found = table.get(_key(name))
     if found is not None and _key(name) not in runnable:
@@ -78,8 +92,9 @@ def profiler_rule(name: str, parameters: Mapping[str, str] | None) -> ProfilerRu
 
 
 def _call(function_name: str) -> Any:
+    own = SDK_EXT_RULE_CONFIGS.get(function_name)
     try:
-        return getattr(rule_configs, function_name)()
+        return own() if own is not None else getattr(rule_configs, function_name)()
     except TypeError:
         return None
 
@@ -182,6 +197,9 @@ def build_request(
                                         rule_parameters=params))
     names = list(dict.fromkeys([*collections, *per_collection]))
     hook_parameters = dict(split_param(h, "--hook-param", named=False)[1:] for h in hook_params)
+    for name in rules:
+        for key, value in RULE_HOOK_PARAMETERS.get(_key(name), {}).items():
+            hook_parameters.setdefault(key, value)
     saving = _save_settings(hook_parameters, save_interval, default_save_interval)
     hook_parameters.update(saving)
     touches_hook = bool(names or hook_parameters or rule_objects or profiler_rules) or "DebugHookConfig" not in request
@@ -199,9 +217,11 @@ def build_request(
         if profiler_rules and not (request.get("OutputDataConfig") or {}).get("S3OutputPath"):
             request["OutputDataConfig"] = {**(request.get("OutputDataConfig") or {}), "S3OutputPath": LOCAL_OUTPUT}
         existing_profiler_rules = list(request.get("ProfilerRuleConfigurations") or [])
-        request = apply_debugger(request, debugger_hook_config=hook,
-                                 rules=[*rule_objects, *profiler_rules] or None, region=REGION,
-                                 disable_profiler=None if profiles else True, uploader=LocalSourceUploader())
+        with warnings.catch_warnings():  # the local evaluator has sdk_ext's own rules (not SageMaker's image)
+            warnings.simplefilter("ignore", SdkExtRuleImageWarning)
+            request = apply_debugger(request, debugger_hook_config=hook,
+                                     rules=[*rule_objects, *profiler_rules] or None, region=REGION,
+                                     disable_profiler=None if profiles else True, uploader=LocalSourceUploader())
         if existing_profiler_rules and profiler_rules:
             request["ProfilerRuleConfigurations"] = [*existing_profiler_rules,
                                                      *request.get("ProfilerRuleConfigurations", [])]
@@ -264,3 +284,36 @@ def _follow_hook(collection: dict[str, Any], saving: Mapping[str, str], own: Map
                                   f"{name}:save_interval={own[key]} disagree; give one of them", where="arguments")
             continue
         params[key] = value
+
+
+#: the SDK v2 hyperparameters by which a request names its launcher (sdk_ext/local/jobs/launcher.py)
+LAUNCHER_FLAGS = ("sagemaker_torch_distributed_enabled", "sagemaker_pytorch_ddp_enabled", "sagemaker_mpi_enabled",
+                  "sagemaker_distributed_dataparallel_enabled", "sagemaker_multi_worker_mirrored_strategy_enabled")
+PROCESSES_ENV = "SDK_EXT_PROCESSES_PER_HOST"
+
+
+def with_cluster(request: Mapping[str, Any], *, instance_count: int | None,
+                 processes_per_host: int | None) -> dict[str, Any]:
+    """``--instance-count N`` / ``--processes-per-host P`` applied to a request (a new dict): N becomes
+    ``ResourceConfig.InstanceCount``; P becomes ``Environment.SDK_EXT_PROCESSES_PER_HOST`` and, when the
+    request names no launcher, torchrun (``sagemaker_torch_distributed_enabled``, as SDK v2's
+    ``distribution={"torch_distributed": {"enabled": True}}`` sends it), so request.json runs the same again.
+
+    Raises:
+        ConfigError: a count below 1.
+    """
+    problems = [f"{option} {value}: must be 1 or more" for option, value in
+                (("--instance-count", instance_count), ("--processes-per-host", processes_per_host))
+                if value is not None and value < 1]
+    if problems:
+        raise ConfigError(problems, where="arguments")
+    out = dict(request)
+    if instance_count is not None:
+        out["ResourceConfig"] = {**(out.get("ResourceConfig") or {}), "InstanceCount": instance_count}
+    if processes_per_host is not None:
+        out["Environment"] = {**(out.get("Environment") or {}), PROCESSES_ENV: str(processes_per_host)}
+        hps = dict(out.get("HyperParameters") or {})
+        if not any(key in hps for key in LAUNCHER_FLAGS):
+            hps["sagemaker_torch_distributed_enabled"] = "true"
+            out["HyperParameters"] = hps
+    return out

@@ -23,6 +23,7 @@ from sdk_ext.rules.builtin.nlp_sequence_ratio import NLPSequenceRatio
 from sdk_ext.rules.builtin.overfit import Overfit
 from sdk_ext.rules.builtin.overtraining import Overtraining
 from sdk_ext.rules.builtin.poor_weight_initialization import PoorWeightInitialization
+from sdk_ext.rules.builtin.replica_divergence import ReplicaDivergence
 from sdk_ext.rules.builtin.saturated_activation import SaturatedActivation
 from sdk_ext.rules.builtin.similar_across_runs import SimilarAcrossRuns
 from sdk_ext.rules.builtin.stalled_training_rule import StalledTrainingRule
@@ -32,15 +33,21 @@ from sdk_ext.rules.builtin.unchanged_tensor import UnchangedTensor
 from sdk_ext.rules.builtin.vanishing_gradient import VanishingGradient
 from sdk_ext.rules.builtin.weight_update_ratio import WeightUpdateRatio
 
-#: SageMaker name -> class.
+#: Rules of sdk_ext's own, run like the built-ins; SageMaker's rule image does not have them.
+SDK_EXT_RULES: dict[str, type[BuiltinRule]] = {cls.__name__: cls for cls in (ReplicaDivergence,)}
+
+#: SageMaker name -> class (SageMaker's built-in tensor rules, then sdk_ext's own).
 BUILTIN_RULES: dict[str, type[BuiltinRule]] = {
-    cls.__name__: cls
-    for cls in (
-        VanishingGradient, ExplodingTensor, SimilarAcrossRuns, WeightUpdateRatio, AllZero, UnchangedTensor,
-        LossNotDecreasing, Overfit, Overtraining, TensorVariance, DeadRelu, SaturatedActivation,
-        PoorWeightInitialization, ClassImbalance, Confusion, CheckInputImages, NLPSequenceRatio,
-        StalledTrainingRule, FeatureImportanceOverweight, TreeDepth,
-    )
+    **{
+        cls.__name__: cls
+        for cls in (
+            VanishingGradient, ExplodingTensor, SimilarAcrossRuns, WeightUpdateRatio, AllZero, UnchangedTensor,
+            LossNotDecreasing, Overfit, Overtraining, TensorVariance, DeadRelu, SaturatedActivation,
+            PoorWeightInitialization, ClassImbalance, Confusion, CheckInputImages, NLPSequenceRatio,
+            StalledTrainingRule, FeatureImportanceOverweight, TreeDepth,
+        )
+    },
+    **SDK_EXT_RULES,
 }
 
 #: SageMaker's profiler rules: they judge a job's profiler output, not a trial's tensors, and live in
@@ -90,6 +97,7 @@ def rule_parameter_names(cls: type) -> list[str]:
 __all__ = [
     "BUILTIN_RULES",
     "PROFILER_RULE_NAMES",
+    "SDK_EXT_RULES",
     "UNSUPPORTED_RULES",
     "AllZero",
     "BuiltinRule",
@@ -104,6 +112,7 @@ __all__ = [
     "Overfit",
     "Overtraining",
     "PoorWeightInitialization",
+    "ReplicaDivergence",
     "SaturatedActivation",
     "SimilarAcrossRuns",
     "StalledTrainingRule",

@@ -1,7 +1,9 @@
 """ExplodingTensor: a tensor holding NaN (or, unless ``only_nan``, an infinity).
 
 RULES.md §3.2. Selection: ``collection_names`` ∪ ``tensor_regex``, every tensor when both are
-empty. Non-numeric tensors are ignored.
+empty. Non-numeric tensors are ignored. In a trial of several workers (``include_workers="all"``) every
+worker's value is checked, and the message names the worker: first one whose tensor went bad on some
+workers only (where it started: one rank's loss), then how many more values are bad and where.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from sdk_ext.rules.builtin.base import BuiltinRule, is_numeric
+from sdk_ext.rules.builtin.base import MISSING, BuiltinRule, is_numeric
 
 
 def count_bad(value: np.ndarray, *, only_nan: bool) -> tuple[int, int]:
@@ -42,13 +44,47 @@ class ExplodingTensor(BuiltinRule):
         self.params.done()
 
     def invoke_at_step(self, step: int) -> bool:
+        workers_of = getattr(self.base_trial, "workers", None)  # a stand-in trial may have no workers()
+        several = callable(workers_of) and len(workers_of()) > 1
+        hits: list[tuple[float, str, str | None, int, int, int]] = []  # (share of workers bad, name, worker, ...)
         for name in self.select(step, collections=self.collection_names, regex=self.tensor_regex):
-            value = self.value(name, step)
-            if value is None or not is_numeric(value):
-                continue
-            nan, inf = count_bad(value, only_nan=self.only_nan)
-            if nan or inf:
-                return self.found_issue(
-                    f"tensor {name!r} has {nan} NaN and {inf} infinite values out of {value.size}"
-                )
-        return False
+            workers: list[str | None] = list(self._workers(name, step)) if several else [None]
+            bad = []
+            for worker in workers:
+                value = self._value(name, step, worker)
+                if value is None or not is_numeric(value):
+                    continue
+                nan, inf = count_bad(value, only_nan=self.only_nan)
+                if nan or inf:
+                    bad.append((worker, nan, inf, value.size))
+            if bad and not several:
+                worker, nan, inf, size = bad[0]
+                return self.found_issue(f"tensor {name!r} has {nan} NaN and {inf} infinite values out of {size}")
+            hits += [(len(bad) / len(workers), name, *b) for b in bad]
+        if not hits:
+            return False
+        # Every worker reads every worker's tensors: a value gone bad on some workers only (one rank's loss)
+        # points at where it started, before collectives carried it to the rest (gradients, weights).
+        share, name, worker, nan, inf, size = min(hits, key=lambda h: h[0])
+        others = sorted({str(h[2]) for h in hits if (h[1], h[2]) != (name, worker)}, key=lambda w: (len(w), w))
+        more = len({(h[1], h[2]) for h in hits}) - 1
+        also = (f"; {more} more tensor values hold NaN or infinity, on "
+                f"{', '.join(others)}") if more else ""
+        where = f"{worker} only" if share < 1 else f"{worker} (and every other worker)"
+        return self.found_issue(f"tensor {name!r} of {where} has {nan} NaN and {inf} infinite values out of "
+                                f"{size}{also}")
+
+    def _workers(self, name: str, step: int) -> list[str]:
+        try:
+            return sorted(self.base_trial.tensor(name).workers(step))
+        except MISSING:
+            return []
+
+    def _value(self, name: str, step: int, worker: str | None) -> np.ndarray | None:
+        if worker is None:
+            value: np.ndarray | None = self.value(name, step)
+            return value
+        try:
+            return np.asarray(self.base_trial.tensor(name).value(step, worker=worker))
+        except MISSING:
+            return None

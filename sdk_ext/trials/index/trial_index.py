@@ -95,6 +95,7 @@ class TrialIndex:
         self.num_workers = 1
         self.known_workers: set[str] = set()
         self.by_step: dict[int, list[StepFile]] = {}  # each list sorted by worker
+        self._by_worker: dict[int, dict[str, StepFile]] = {}  # global step -> {worker: its file}, built on demand
         self.steps: list[int] = []  # sorted global steps
         self.global_to_mode: dict[int, tuple[ModeKeys, int]] = {}
         self.mode_to_global: dict[ModeKeys, dict[int, int]] = {}
@@ -247,8 +248,7 @@ class TrialIndex:
             else:
                 bisect.insort(self.steps, step)
         else:
-            files.append(sf)
-            files.sort(key=_worker_of)
+            bisect.insort(files, sf, key=_worker_of)  # one insertion: a 64-worker step is not re-sorted 64 times
         self.known_workers.add(sf.worker)
         self.event_bytes += sf.event_size
         if sf.checks is not None and sf.event_key is not None:
@@ -332,6 +332,17 @@ class TrialIndex:
         if files is None:
             return step in self.pending  # pending files belong to a finished trial
         return len(files) >= self.num_workers or step <= self.last_complete_step
+
+    def file_of(self, step: int, worker: str) -> StepFile | None:
+        """``worker``'s step file of global ``step`` (read already), in O(1): a reader asking every worker at
+        a step must not scan the step's W files W times."""
+        files = self.by_step.get(step)
+        if files is None:
+            return None
+        table = self._by_worker.get(step)
+        if table is None or len(table) != len(files):  # files were added to this step since
+            self._by_worker[step] = table = {f.worker: f for f in files}
+        return table.get(worker)
 
     def files_at(self, step: int, mode: ModeKeys) -> tuple[int, list[StepFile]] | None:
         """``(global step, step files)`` for a step of ``mode`` (a global step for GLOBAL), or None."""

@@ -162,7 +162,8 @@ CASES: dict[str, Case] = {
         {}, lambda: [(0, {"trees/Node": np.arange(15)}), (1, {"trees/Node": np.arange(63)})], 1,
         lambda: [(0, {"trees/Node": np.arange(31)})], unrelated),
 }
-VALUE_RULES = sorted(set(BUILTIN_RULES) - {"StalledTrainingRule"})
+# ReplicaDivergence compares workers: its trials have several (tests/functional/rules/test_replica_divergence.py)
+VALUE_RULES = sorted(set(BUILTIN_RULES) - {"StalledTrainingRule", "ReplicaDivergence"})
 
 
 def test_every_value_rule_has_a_case():

@@ -116,9 +116,105 @@ def match_layout(buf: Bytes, starts: Int64s, lengths: Int64s, layout: Layout) ->
     # runs on a small array that stays in cache.
     heads = _at(buf, np.dtype((np.void, width)))[starts].view(np.uint8)
     ok = heads.view(_U8)[:: width // 8] == (lengths - OVERHEAD).astype(np.uint64)
-    ok &= heads.view(_U4)[2 :: width // 4] == _length_crcs(lengths)
+    low = int(lengths.min())
+    if low == int(lengths.max()):  # the usual case: a tensor's records all have one length
+        ok &= heads.view(_U4)[2 :: width // 4] == _length_crc(low - OVERHEAD)
+    else:
+        ok &= heads.view(_U4)[2 :: width // 4] == _length_crcs(lengths)
     p_end = starts + lengths - 4
     ok &= _at(buf, _U4)[p_end] == MAGIC_FOOTER
+    shape = _shape_of(heads[:width], prefix)
+    if shape is not None:
+        # Most records are laid out like the first: the walk below then ends where the first's does,
+        # so comparing the bytes it looks at (masked: a varint's continuation bits, the keys, the
+        # layout) with the first's decides them in one pass. The others take the walk.
+        pattern, mask, at = shape
+        words = heads.view(_U8).reshape(starts.size, width // 8)[:, : pattern.size]
+        alike = ((words & mask) == pattern).all(axis=1)
+        offset = at + len(prefix)
+        if alike.all():
+            ok &= lengths - 4 >= offset + nbytes  # the content ends inside the payload
+            matched = np.flatnonzero(ok)
+            return matched, starts[matched] + offset
+        content = starts + offset
+        others = np.flatnonzero(~alike)
+        rest_ok, rest_content = _walk_heads(
+            heads.reshape(starts.size, width)[others].reshape(-1), width, starts[others], prefix
+        )
+        content[others] = rest_content
+        ok[others] &= rest_ok
+        ok &= content + nbytes <= p_end
+        matched = np.flatnonzero(ok)
+        return matched, content[matched]
+    walked, content = _walk_heads(heads, width, starts, prefix)
+    ok &= walked
+    ok &= content + nbytes <= p_end
+    matched = np.flatnonzero(ok)
+    return matched, content[matched]
+
+
+def _shape_of(head: Bytes, prefix: bytes) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], int] | None:
+    """What :func:`_walk_heads` looks at in one record's first bytes ``head``, as ``(pattern, mask, at)``:
+    a record whose bytes equal ``pattern`` where ``mask`` is set (as 64-bit words) is walked exactly
+    as this one is, to the layout's bytes at ``at`` (which the pattern holds too); None if this one
+    does not walk to them."""
+    h = head.tobytes()
+    size = len(h)
+    pattern = bytearray(size)
+    mask = bytearray(size)
+
+    def fixed(i: int, value: int) -> None:
+        pattern[i], mask[i] = value, 0xFF
+
+    def varint(i: int) -> int | None:
+        """Mark the varint at ``i``: its continuation bits; the index of its last byte (None: too long)."""
+        for _ in range(_MAX_VARINT):
+            if i >= size:
+                return None
+            mask[i] = 0x80
+            if not h[i] & 0x80:
+                return i
+            pattern[i] = 0x80
+            i += 1
+        if i >= size or h[i] & 0x80:
+            return None
+        mask[i] = 0x80
+        return i
+
+    i = HEADER_SIZE
+    if h[i] == 0x09:  # wall_time; a record without it has 0x10 or 0x2A here, so never 0x09
+        fixed(i, 0x09)
+        i += 9
+    if h[i] == 0x10:  # step; a record without it has 0x2A here
+        fixed(i, 0x10)
+        last = varint(i + 1)
+        if last is None:
+            return None
+        i = last + 1
+    if i + 1 >= size or h[i] != 0x2A:  # summary
+        return None
+    fixed(i, 0x2A)
+    last = varint(i + 1)
+    if last is None or last + 2 >= size or h[last + 1] != 0x0A:  # its first value
+        return None
+    fixed(last + 1, 0x0A)
+    last = varint(last + 2)
+    if last is None:
+        return None
+    at = last + 1
+    if at + len(prefix) > size or h[at : at + len(prefix)] != prefix:
+        return None
+    pattern[at : at + len(prefix)] = prefix
+    mask[at : at + len(prefix)] = b"\xff" * len(prefix)
+    words = -(-(at + len(prefix)) // 8)
+    return (np.frombuffer(bytes(pattern[: words * 8]), _U8), np.frombuffer(bytes(mask[: words * 8]), _U8), at)
+
+
+def _walk_heads(heads: Bytes, width: int, starts: Int64s, prefix: bytes) -> tuple[Bools, Int64s]:
+    """Walk each record's first bytes (``heads``: ``width`` bytes per record) from its payload's start to
+    the layout's bytes, in smdebug's field order; ``(ok, content starts)`` (content: in ``buf``, at
+    ``starts`` plus the walk plus the layout's bytes)."""
+    ok = np.ones(starts.size, bool)
 
     def skip_varint(i: Int64s, where: Bools | None = None) -> Int64s:
         """Advance ``i`` over continuation bytes (``while heads[i] & 0x80: i += 1``) where ``where``."""
@@ -144,11 +240,9 @@ def match_layout(buf: Bytes, starts: Int64s, lengths: Int64s, layout: Layout) ->
     ok &= heads[i + 1] == 0x0A  # its first value
     i = skip_varint(i + 2) + 1
     content = starts + (i - row) + len(prefix)
-    ok &= content + nbytes <= p_end
     if prefix:
         ok &= _prefix_matches(heads, i, prefix)
-    matched = np.flatnonzero(ok)
-    return matched, content[matched]
+    return ok, content
 
 
 def gather_contents(buf: Bytes, content_starts: Int64s, layout: Layout) -> np.ndarray[Any, Any]:

@@ -162,6 +162,12 @@ class Tensor(TensorDisplay):
             value = reads.take_ahead(name, mode, step_num, worker)
             if value is not None:
                 return value
+        if worker is not None and reads.across:  # read ahead across workers (the same)
+            walk = reads.across.get(name)
+            if walk is not None and walk.mode is mode:
+                value = walk.values.pop((step_num, worker), None)
+                if value is not None:
+                    return value
         sf = None
         if mode is _GLOBAL:  # the common cases, inlined from _step_file
             if worker is None:
@@ -180,14 +186,18 @@ class Tensor(TensorDisplay):
         loc = sf.raw.get(name)
         if loc is None:
             raise TensorUnavailableForStep(name, step_num, mode, has_reductions=name in sf.reductions)
-        previous = (
-            reads.last_step
-            if reads.last_name == name and reads.last_mode is mode and reads.last_worker == worker
-            else None
-        )
+        same = reads.last_name == name and reads.last_mode is mode
+        previous = reads.last_step if same and reads.last_worker == worker else None
+        # another worker's value of this tensor at this step came just before: a walk across workers
+        started = same and reads.last_step == step_num and reads.last_worker not in (None, worker)
         reads.last_name, reads.last_mode, reads.last_worker, reads.last_step = name, mode, worker, step_num
         if previous is not None and previous < step_num:
             value = reads.read_ahead(name, sf, loc, step_num, previous, mode, self._all_steps(mode)[0], worker)
+            if value is not None:
+                return value
+        elif worker is not None and (started or name in reads.across):
+            value = reads.read_across(name, sf, loc, step_num, mode, worker, started,
+                                      lambda: self._all_steps(mode)[0])
             if value is not None:
                 return value
         return reads.read(sf, loc, name, step_num, mode)

@@ -304,6 +304,20 @@ def _relative(event_key: str) -> str:
     return event_key[at + 1 :] if at >= 0 else event_key
 
 
+#: worker -> whether its event files' usual names pass _event_key's checks (that depends on the worker only)
+_CANONICAL: dict[str, bool] = {}
+
+
+def _canonical_ok(worker: str) -> bool:
+    ok = _CANONICAL.get(worker)
+    if ok is None:
+        usual = step_event_key(0, worker)
+        ok = "\\" not in usual and "\x00" not in usual and parse_event_key(usual) == (0, worker)
+        if len(_CANONICAL) < 4096:
+            _CANONICAL[worker] = ok
+    return ok
+
+
 def _event_key(name: str | bytes, key: str, step: int, worker: str) -> str:
     """``meta.event_file_name`` of the index file ``key`` (of global ``step``, ``worker``) as a key under
     the trial root, checked: it must be that step's and worker's event file under ``events/``, so no
@@ -317,6 +331,9 @@ def _event_key(name: str | bytes, key: str, step: int, worker: str) -> str:
     """
     if not name:
         return step_event_key(step, worker)
+    expected = step_event_key(step, worker)
+    if (name == expected if isinstance(name, str) else name == expected.encode()) and _canonical_ok(worker):
+        return expected  # the usual name, which the checks below pass for every step of this worker
     if isinstance(name, bytes):
         try:
             name = name.decode()

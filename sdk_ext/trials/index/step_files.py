@@ -304,18 +304,18 @@ def _relative(event_key: str) -> str:
     return event_key[at + 1 :] if at >= 0 else event_key
 
 
-#: worker -> whether its event files' usual names pass _event_key's checks (that depends on the worker only)
-_CANONICAL: dict[str, bool] = {}
+#: worker -> (whether its event files' usual names pass _event_key's checks, which depends on the worker
+#: only; what follows the step in them)
+_USUAL: dict[str, tuple[bool, str]] = {}
 
 
-def _canonical_ok(worker: str) -> bool:
-    ok = _CANONICAL.get(worker)
-    if ok is None:
-        usual = step_event_key(0, worker)
-        ok = "\\" not in usual and "\x00" not in usual and parse_event_key(usual) == (0, worker)
-        if len(_CANONICAL) < 4096:
-            _CANONICAL[worker] = ok
-    return ok
+def _usual(worker: str) -> tuple[bool, str]:
+    name = step_event_key(0, worker)
+    ok = "\\" not in name and "\x00" not in name and parse_event_key(name) == (0, worker)
+    found = (ok, name[len(f"{EVENTS_DIR}/{0:012d}/{0:012d}") :])
+    if len(_USUAL) < 4096:
+        _USUAL[worker] = found
+    return found
 
 
 def _event_key(name: str | bytes, key: str, step: int, worker: str) -> str:
@@ -331,9 +331,13 @@ def _event_key(name: str | bytes, key: str, step: int, worker: str) -> str:
     """
     if not name:
         return step_event_key(step, worker)
-    expected = step_event_key(step, worker)
-    if (name == expected if isinstance(name, str) else name == expected.encode()) and _canonical_ok(worker):
-        return expected  # the usual name, which the checks below pass for every step of this worker
+    usual = _USUAL.get(worker)
+    if usual is None:
+        usual = _usual(worker)
+    if usual[0]:  # the worker's usual names pass the checks below: is this one its usual name?
+        expected = f"{EVENTS_DIR}/{step:012d}/{step:012d}{usual[1]}"
+        if name == expected if isinstance(name, str) else name == expected.encode():
+            return expected
     if isinstance(name, bytes):
         try:
             name = name.decode()

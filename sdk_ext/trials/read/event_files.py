@@ -59,6 +59,12 @@ CHUNK_PAD = 512
 #: event files fetched in one batch once values are read step after step (see ValueReader.read_ahead)
 READ_AHEAD = 64
 
+#: small batches of files are read into a shared array of this size (one chunk of the file cache) rather
+#: than one array each: memory of 4 MiB and more gets huge pages (numpy asks for them), so filling it
+#: costs a page fault per 2 MiB instead of one per 4 KiB, and a page fault costs as much as a small
+#: file's read
+ARENA_BYTES = 8 << 20
+
 #: (event file key, record start, record length, bytes the index says the file holds, tensor name)
 Request = tuple[str, int, int, int, str]
 
@@ -99,6 +105,8 @@ class ValueReader:
                            slab_bytes=self.cache.chunk_limit, whole_ok=self.file_ok,
                            checked=lambda key: self.checked(key) is not None)
         self._last_miss: int | None = None  # step of the last value read the cache did not hold
+        #: the array small batches of files are read into (ARENA_BYTES): (array, its chunk number, bytes used)
+        self._arena: tuple[np.ndarray[Any, Any], int, int] | None = None
         self.requests = 0  # storage requests made, for benchmarks and tests
         self.batched = 0  # values decoded many at a time (sdk_ext.trials.read.many_steps), for benchmarks and tests
 
@@ -245,13 +253,26 @@ class ValueReader:
         )
 
     def _read_chunk(self, files: Sequence[tuple[str, int]]) -> None:
-        """Read the first ``size`` bytes of each file (``(key, size)``) into one new chunk of the cache."""
+        """Read the first ``size`` bytes of each file (``(key, size)``) into the cache, back to back in one
+        chunk: a new one, or the rest of the open arena (:data:`ARENA_BYTES`) for a small batch."""
         total = sum(size for _, size in files)
-        array = np.empty(total + CHUNK_PAD, np.uint8)  # large: numpy asks for huge pages
-        array[total:] = 0
+        need = total + CHUNK_PAD
+        arena_bytes = min(ARENA_BYTES, self.cache.chunk_limit)
+        number = None
+        if 2 * need <= arena_bytes:
+            arena = self._arena
+            if arena is None or arena[2] + need > arena_bytes or self.cache.chunk(arena[1]) is None:
+                array = np.empty(arena_bytes, np.uint8)  # 4 MiB and more: numpy asks for huge pages
+                arena = (array, self.cache.reserve(array.data.toreadonly()), 0)
+            array, number, offset = arena
+            self._arena = (array, number, -(-(offset + need) // 64) * 64)  # the next batch starts aligned
+        else:
+            array = np.empty(need, np.uint8)  # large: numpy asks for huge pages
+            offset = 0
+        start = offset
+        array[offset + total : offset + need] = 0
         view = array.data
         placed = []
-        offset = 0
         read_into = self._read_into
         if read_into is None:
             try:
@@ -277,7 +298,10 @@ class ValueReader:
                         self.file_ok(key, part):
                     placed.append((key, offset, size))
             offset += size
-        self.cache.add_chunk(view.toreadonly(), placed)
+        if number is None:
+            self.cache.add_chunk(view[start:].toreadonly(), placed)
+        else:
+            self.cache.place(number, placed)
 
     def read_many(self, requests: Sequence[Request]) -> list[np.ndarray[Any, Any]]:
         """Values of several records; storage requests for files not cached go out in one batch."""

@@ -437,8 +437,10 @@ class ValueReader:
         return self._wait(key, attempt, start + length, tensor)
 
     def _holds(self, key: str, end: int) -> bool:
-        """Whether ``key`` holds at least ``end`` bytes (True if the storage cannot say); False if missing."""
-        if self._size is None:
+        """Whether ``key`` holds at least ``end`` bytes (True if the storage cannot say, or need not: an index
+        whose checksum matched states the writer's lengths, so a range it gives allocates nothing a
+        damaged index made up, and a file shorter than it says is read short, which says so); False if missing."""
+        if self._size is None or self.checked(key) is not None:
             return True
         try:
             return bool(self._size(key) >= end)

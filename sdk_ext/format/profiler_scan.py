@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import functools
 import json
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-_COLON, _SPACE, _NEWLINE = 58, 32, 10
+_COLON, _SPACE, _NEWLINE, _COMMA, _CLOSE = 58, 32, 10, 44, 125
 _PAD = 64
 _FNV = np.uint64(0x100000001B3)
 
@@ -46,13 +47,28 @@ class RegularLines:
         self.group, self.values, self.timestamps = group, values, timestamps
 
 
-def _windows(buffer: Bytes2D, width: int) -> Bytes2D:
-    return np.lib.stride_tricks.sliding_window_view(buffer, width)
+def _rows_at(buffer: Bytes2D, start: IntArray, width: int) -> Bytes2D:
+    """Rows of the ``width`` bytes from each ``start`` (zeros past the buffer's end): one gather, no copy
+    of the buffer to pad it."""
+    limit = buffer.size - width
+    if not len(start) or int(start.max()) <= limit:
+        if limit < 0:
+            return np.zeros((len(start), width), dtype=np.uint8)
+        rows: Bytes2D = _at_width(buffer, width)[start].view(np.uint8).reshape(-1, width)
+        return rows
+    out = np.zeros((len(start), width), dtype=np.uint8)
+    inside = start <= limit
+    if limit >= 0:
+        out[inside] = _at_width(buffer, width)[start[inside]].view(np.uint8).reshape(-1, width)
+    for k in np.flatnonzero(~inside).tolist():  # the last line's few rows
+        tail = buffer[int(start[k]) :]
+        out[k, : len(tail)] = tail
+    return out
 
 
-def _gather(padded: Bytes2D, start: IntArray, length: IntArray, width: int) -> Bytes2D:
+def _gather(buffer: Bytes2D, start: IntArray, length: IntArray, width: int) -> Bytes2D:
     """Rows of ``width`` bytes from each ``start``, zeroed past ``length``."""
-    rows = _windows(padded, width)[start]
+    rows = _rows_at(buffer, start, width)
     rows *= _prefix_masks(width)[length]
     return rows
 
@@ -74,7 +90,7 @@ _NUMBER_CHAR[0] = True  # the zeros past a number's end
 
 
 def parse_numbers(
-    padded: Bytes2D, start: IntArray, end: IntArray, *, repeats: bool = False
+    buffer: Bytes2D, start: IntArray, end: IntArray, *, repeats: bool = False
 ) -> npt.NDArray[np.float64] | None:
     """The JSON numbers at ``[start, end)``, each exactly ``float(text)``; None if one is not a number.
 
@@ -89,7 +105,7 @@ def parse_numbers(
     if (length <= 0).any() or int(length.max()) > 40:
         return None
     width = int(length.max())
-    chars = _gather(padded, start, length, width)
+    chars = _gather(buffer, start, length, width)
     if not repeats:
         return parse_numbers_text(chars)
     new = np.ones(n, dtype=bool)
@@ -171,6 +187,91 @@ def decode_regular(data: bytes, end: int) -> RegularLines | None:
     if end == 0 or data[end - 1] != _NEWLINE:
         return None
     a = np.frombuffer(data, dtype=np.uint8, count=end)
+    if end > _PREFIX_BYTES:
+        ends = np.flatnonzero(a == _NEWLINE)
+        if len(ends) > 2 * _PREFIX_LINES:
+            periodic = _decode_periodic(data, a, ends)
+            if periodic is not None:
+                return periodic
+    scanned = _scan(data, a)
+    if scanned is None:
+        return None
+    lines, _ = scanned
+    return lines
+
+
+#: lines the periodic decoder learns the series' order from (the general scan of them), and bytes below
+#: which a file is too small for it to pay off
+_PREFIX_LINES = 4096
+_PREFIX_BYTES = 1 << 20
+#: the most bytes a number may take (as :func:`parse_numbers` allows)
+_NUMBER_WIDTH = 40
+
+
+def _decode_periodic(data: bytes, a: Bytes2D, ends: IntArray) -> RegularLines | None:
+    """:func:`decode_regular` for a file whose series repeat in one order, sample after sample (what a
+    monitor writes): the general scan of the first :data:`_PREFIX_LINES` lines gives the order (``p``
+    series) and each series' text around its two numbers; every later line ``i`` must then read, byte
+    for byte, series ``i % p``'s text before its Value, a number, its text between the numbers, a
+    number, ``}``. Found with a newline scan and, per series, two gathers and compares of exactly its
+    text: a few passes over the file instead of the general scan's. None (use the general scan) if a
+    line reads otherwise, so the result is the general scan's whenever this one gives one."""
+    n = len(ends)
+    k = _PREFIX_LINES
+    prefix_end = int(ends[k - 1]) + 1
+    scanned = _scan(data, a[:prefix_end])
+    if scanned is None:
+        return None
+    head, (starts0, value_start0, value_end0, time_start0) = scanned
+    p = len(head.groups)
+    if p * 2 > k or not np.array_equal(head.group, np.resize(np.arange(p, dtype=np.intp), k)):
+        return None  # not one series order repeated (the general scan decides)
+    head_length = (value_start0 - starts0)[:p]
+    mid_length = (time_start0 - value_end0)[:p]
+    rest_ends = ends[k:]
+    starts = np.empty(n - k, dtype=np.int64)
+    starts[0] = prefix_end
+    starts[1:] = rest_ends[:-1] + 1
+    series = np.arange(k, n, dtype=np.intp) % p
+    value_start = starts + head_length[series]
+    # a Value ends at the first comma after its start (a number has none; the text after it starts with one)
+    window = _rows_at(a, value_start, _NUMBER_WIDTH) == _COMMA
+    value_end = value_start + window.argmax(axis=1)
+    time_start = value_end + mid_length[series]
+    time_end = rest_ends - 1
+    if not ((time_start < time_end).all() and (a[time_end] == _CLOSE).all() and window.any(axis=1).all()):
+        return None
+    # each line's text before its Value, and between its numbers, as its series' first line's: compared a
+    # width at a time, lines in file order (gathers that walk the file, not one series' lines 27 KB apart)
+    for at, begin, length in ((starts, starts0, head_length), (value_end, value_end0, mid_length)):
+        of_line = length[series]
+        for width in np.unique(length).tolist():
+            which = np.flatnonzero(length == width)  # the series with text this wide
+            templates = np.zeros((p, width), dtype=np.uint8)
+            templates[which] = _rows_at(a, begin[which], width)
+            lines = np.flatnonzero(of_line == width) if len(which) < p else slice(None)
+            if not (_rows_at(a, at[lines], width) == templates[series[lines]]).all():
+                return None
+    values = parse_numbers(a, np.concatenate([value_start0, value_start]), np.concatenate([value_end0, value_end]))
+    timestamps = parse_numbers(
+        a, np.concatenate([time_start0, time_start]), np.concatenate([ends[:k] - 1, time_end]), repeats=True
+    )
+    if values is None or timestamps is None:
+        return None
+    return RegularLines(head.groups, np.resize(np.arange(p, dtype=np.intp), n), values, timestamps)
+
+
+def _at_width(buffer: Bytes2D, width: int) -> np.ndarray[Any, Any]:
+    """Element ``k`` is the ``width`` bytes at ``buffer[k:]`` (a view; gathering from it copies them)."""
+    view: np.ndarray[Any, Any] = np.ndarray((buffer.size - width + 1,), np.dtype((np.void, width)), buffer, 0, (1,))
+    return view
+
+
+def _scan(
+    data: bytes, a: Bytes2D
+) -> tuple[RegularLines, tuple[IntArray, IntArray, IntArray, IntArray]] | None:
+    """The general scan of ``a`` (``data``'s first bytes, ``\\n``-ended lines): the lines, and each line's
+    start, Value start and end, and Timestamp start; None if a line does not have SageMaker's shape."""
     found = np.flatnonzero((a == _COLON) | (a == _NEWLINE))
     if len(found) % 7:
         return None
@@ -182,15 +283,14 @@ def decode_regular(data: bytes, end: int) -> RegularLines | None:
     starts = np.empty(n, dtype=np.int64)
     starts[0] = 0
     starts[1:] = ends[:-1] + 1
-    if not ((a[starts] == ord("{")).all() and (a[ends - 1] == ord("}")).all()):
+    if not ((a[starts] == ord("{")).all() and (a[ends - 1] == _CLOSE).all()):
         return None
-    padded = np.concatenate([a, np.zeros(_PAD, dtype=np.uint8)])
     value_start = _skip_space(a, colons[:, 3] + 1)
     value_end = colons[:, 4] - len(b'"NodeId"') - 1
     value_end = value_end - (a[value_end] == _SPACE)
     time_start = _skip_space(a, colons[:, 5] + 1)
-    values = parse_numbers(padded, value_start, value_end)
-    timestamps = parse_numbers(padded, time_start, ends - 1, repeats=True)
+    values = parse_numbers(a, value_start, value_end)
+    timestamps = parse_numbers(a, time_start, ends - 1, repeats=True)
     if values is None or timestamps is None:
         return None
     # a line's series: its bytes before the Value number and between the two numbers, grouped by hash
@@ -201,7 +301,7 @@ def decode_regular(data: bytes, end: int) -> RegularLines | None:
     if width_head + width_tail > _PAD * 8:
         return None
     rows = np.concatenate(
-        [_gather(padded, starts, head_length, width_head), _gather(padded, value_end, tail_length, width_tail)],
+        [_gather(a, starts, head_length, width_head), _gather(a, value_end, tail_length, width_tail)],
         axis=1,
     )
     grouping = _group(rows)
@@ -216,7 +316,7 @@ def decode_regular(data: bytes, end: int) -> RegularLines | None:
         if strings is None:
             return None
         groups.append(strings)
-    return RegularLines(groups, group, values, timestamps)
+    return RegularLines(groups, group, values, timestamps), (starts, value_start, value_end, time_start)
 
 
 __all__ = ["RegularLines", "decode_regular", "parse_numbers"]

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sdk_ext.exceptions import CorruptProfilerRecordError
+from sdk_ext.format import profiler_scan
 from sdk_ext.format.profiler_paths import (
     MODEL_TIMELINE_SUFFIX,
     PYTHON_TIMELINE_SUFFIX,
@@ -144,6 +146,51 @@ def test_any_lines_decode_exactly_as_json_loads(
         lines.append(json.dumps(obj, separators=sep).encode())
     data = b"\n".join(lines) + b"\n"
     assert as_tuples(decode_system_metric_columns(data, name="f").records()) == as_json(data)
+
+
+def monitor_file(samples: int, series: int = 40) -> list[bytes]:
+    """What a monitor writes: ``series`` series in one order, sample after sample (over a MiB: the periodic path)."""
+    lines = []
+    for k in range(samples):
+        for s in range(series):
+            value = round((k * 7 + s * 13) % 1000 / 7, 2) if s % 5 else (k * s) % 97  # floats and integers
+            obj = {"Type": "cpu" if s % 2 else "gpu", "Name": f"dev{s}", "Dimension": "CPUUtilization",
+                   "Value": value, "NodeId": "algo-1", "Timestamp": round(1591748169.25 + k / 10, 6)}
+            lines.append(json.dumps(obj).encode())
+    return lines
+
+
+CHANGES = {
+    "none": lambda line: line,
+    "another series": lambda line: line.replace(b'"dev', b'"DEV'),
+    "a key out of order": lambda line: json.dumps(dict(reversed(list(json.loads(line).items())))).encode(),
+    "an exponent": lambda line: line.split(b'"Value": ')[0] + b'"Value": 1.5e-3, "NodeId"' + line.split(b', "NodeId"')[1],
+    "a negative value": lambda line: line.replace(b'"Value": ', b'"Value": -'),
+    "a space before a comma": lambda line: line.replace(b', "NodeId"', b' , "NodeId"'),
+    "no space after a colon": lambda line: line.replace(b'"Value": ', b'"Value":'),
+    "a colon in a name": lambda line: line.replace(b'"dev', b'"d:v'),
+    "NaN": lambda line: line.split(b'"Value": ')[0] + b'"Value": NaN, "NodeId"' + line.split(b', "NodeId"')[1],
+    "a number too long": lambda line: line.replace(b'"Value": ', b'"Value": 1' + b"0" * 45),
+}
+
+
+@pytest.mark.parametrize("change", sorted(CHANGES))
+def test_a_monitors_large_file_decodes_as_json_loads_whatever_its_later_lines_hold(change: str) -> None:
+    lines = monitor_file(300)  # 12,000 lines: the first 4,096 teach the series' order, the rest follow it
+    for at in (5000, 5001, 11999):  # lines after the first 4,096, the last one included
+        lines[at] = CHANGES[change](lines[at])
+    data = b"\n".join(lines) + b"\n"
+    assert len(data) > 1 << 20
+    expected = as_json(data) if change != "NaN" else None
+    got = decode_system_metric_columns(data, name="f")
+    if expected is None:
+        assert str(got.values[5000]) == "nan" and len(got) == len(lines)
+        return
+    assert as_tuples(got.records()) == expected
+    # the periodic decoder takes the file only where every later line follows its series' text
+    a = np.frombuffer(data, np.uint8)
+    periodic = profiler_scan._decode_periodic(data, a, np.flatnonzero(a == 10))
+    assert (periodic is not None) == (change in ("none", "an exponent", "a negative value"))
 
 
 def test_a_torn_last_line_is_skipped_and_reported() -> None:

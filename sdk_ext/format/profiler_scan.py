@@ -204,8 +204,9 @@ def decode_regular(data: bytes, end: int) -> RegularLines | None:
 #: which a file is too small for it to pay off
 _PREFIX_LINES = 4096
 _PREFIX_BYTES = 1 << 20
-#: the most bytes a number may take (as :func:`parse_numbers` allows)
+#: the most bytes a number may take (as :func:`parse_numbers` allows), and what most take at most
 _NUMBER_WIDTH = 40
+_SHORT_NUMBER = 16
 
 
 def _decode_periodic(data: bytes, a: Bytes2D, ends: IntArray) -> RegularLines | None:
@@ -234,24 +235,42 @@ def _decode_periodic(data: bytes, a: Bytes2D, ends: IntArray) -> RegularLines | 
     starts[1:] = rest_ends[:-1] + 1
     series = np.arange(k, n, dtype=np.intp) % p
     value_start = starts + head_length[series]
-    # a Value ends at the first comma after its start (a number has none; the text after it starts with one)
-    window = _rows_at(a, value_start, _NUMBER_WIDTH) == _COMMA
-    value_end = value_start + window.argmax(axis=1)
+    # a Value ends at the first comma after its start (a number has none; the text after it starts with one):
+    # looked for in the next 16 bytes, then, for the lines without one there, in the next 40
+    value_end = _first_comma(a, value_start, _SHORT_NUMBER)
+    longer = np.flatnonzero(value_end < 0)
+    if len(longer):
+        value_end[longer] = _first_comma(a, value_start[longer], _NUMBER_WIDTH)
+        if (value_end[longer] < 0).any():
+            return None
     time_start = value_end + mid_length[series]
     time_end = rest_ends - 1
-    if not ((time_start < time_end).all() and (a[time_end] == _CLOSE).all() and window.any(axis=1).all()):
+    if not ((time_start < time_end).all() and (a[time_end] == _CLOSE).all()):
         return None
     # each line's text before its Value, and between its numbers, as its series' first line's: compared a
-    # width at a time, lines in file order (gathers that walk the file, not one series' lines 27 KB apart)
-    for at, begin, length in ((starts, starts0, head_length), (value_end, value_end0, mid_length)):
-        of_line = length[series]
+    # width at a time, whole periods of lines from a period's start (re-checking a few prefix lines) as a
+    # (periods, series of that width, width) block against the series' texts, lines in file order
+    # (gathers that walk the file, not one series' lines 27 KB apart); then the lines of the last period
+    k0 = k // p * p
+    periods = (n - k0) // p
+    full = k0 + periods * p
+    all_starts = np.concatenate([starts0, starts])
+    all_value_end = np.concatenate([value_end0, value_end])
+    period_base = k0 + np.arange(periods, dtype=np.intp)[:, None] * p
+    tail = np.arange(full, n, dtype=np.intp)
+    for at, begin, length in ((all_starts, starts0, head_length), (all_value_end, value_end0, mid_length)):
         for width in np.unique(length).tolist():
             which = np.flatnonzero(length == width)  # the series with text this wide
-            templates = np.zeros((p, width), dtype=np.uint8)
-            templates[which] = _rows_at(a, begin[which], width)
-            lines = np.flatnonzero(of_line == width) if len(which) < p else slice(None)
-            if not (_rows_at(a, at[lines], width) == templates[series[lines]]).all():
+            texts = _rows_at(a, begin[which], width)
+            block = _rows_at(a, at[(period_base + which).ravel()], width).reshape(periods, len(which), width)
+            if not (block == texts).all():
                 return None
+    if len(tail):  # the last, partial period: each line against its series' text
+        for at, begin, length in ((all_starts, starts0, head_length), (all_value_end, value_end0, mid_length)):
+            for line in tail.tolist():
+                s, width = line % p, int(length[line % p])
+                if data[int(at[line]) : int(at[line]) + width] != data[int(begin[s]) : int(begin[s]) + width]:
+                    return None
     values = parse_numbers(a, np.concatenate([value_start0, value_start]), np.concatenate([value_end0, value_end]))
     timestamps = parse_numbers(
         a, np.concatenate([time_start0, time_start]), np.concatenate([ends[:k] - 1, time_end]), repeats=True
@@ -259,6 +278,15 @@ def _decode_periodic(data: bytes, a: Bytes2D, ends: IntArray) -> RegularLines | 
     if values is None or timestamps is None:
         return None
     return RegularLines(head.groups, np.resize(np.arange(p, dtype=np.intp), n), values, timestamps)
+
+
+def _first_comma(a: Bytes2D, start: IntArray, width: int) -> IntArray:
+    """The position of the first comma in the ``width`` bytes from each ``start``; -1 where there is none."""
+    found = _rows_at(a, start, width) == _COMMA
+    at = found.argmax(axis=1)
+    hit = found.reshape(-1)[np.arange(len(start), dtype=np.intp) * width + at]
+    out: IntArray = np.where(hit, start + at, -1)
+    return out
 
 
 def _at_width(buffer: Bytes2D, width: int) -> np.ndarray[Any, Any]:

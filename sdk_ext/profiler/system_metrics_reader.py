@@ -162,8 +162,8 @@ class SystemMetricsReader(MetricsReaderBase):
         )
         if not len(window.values):
             return {}
-        order = _series_order(window.key_index, window.timestamps, len(window.keys))
-        key_ids, stamps, values = window.key_index[order], window.timestamps[order], window.values[order]
+        order, key_ids, stamps = _series_order(window.key_index, window.timestamps, len(window.keys))
+        values = window.values[order]
         bounds = np.flatnonzero(np.diff(key_ids)) + 1
         out = {}
         for lo, hi in zip(np.r_[0, bounds].tolist(), np.r_[bounds, len(key_ids)].tolist(), strict=True):
@@ -222,18 +222,21 @@ class SystemMetricsReader(MetricsReaderBase):
         return sorted(nodes)
 
 
-def _series_order(key_index: npt.NDArray[np.int32], timestamps: npt.NDArray[np.float64], keys: int) -> npt.NDArray[np.intp]:
-    """The order that sorts samples by series, then timestamp, ties kept in file order (``np.lexsort``'s).
-    Files hold each series' samples in time order, so a stable sort by series alone (a radix sort of
-    small integers: linear, where lexsort compares) usually gives it; checked, else lexsort."""
+def _series_order(
+    key_index: npt.NDArray[np.int32], timestamps: npt.NDArray[np.float64], keys: int
+) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.int32], npt.NDArray[np.float64]]:
+    """The order that sorts samples by series, then timestamp, ties kept in file order (``np.lexsort``'s),
+    with the series and timestamps in that order. Files hold each series' samples in time order, so a
+    stable sort by series alone (a radix sort of small integers: linear, where lexsort compares) usually
+    gives it; checked, else lexsort."""
     if keys <= np.iinfo(np.int16).max:
         order: npt.NDArray[np.intp] = np.argsort(key_index.astype(np.int16), kind="stable")
-        stamps = timestamps[order]
-        same = key_index[order[1:]] == key_index[order[:-1]]
-        if (stamps[1:][same] >= stamps[:-1][same]).all():  # (NaN compares False: lexsort's place for it)
-            return order
-    fallback: npt.NDArray[np.intp] = np.lexsort((timestamps, key_index))
-    return fallback
+        key_ids, stamps = key_index[order], timestamps[order]
+        # within a series, no timestamp before the one before it (NaN compares False: lexsort's place for it)
+        if ((stamps[1:] >= stamps[:-1]) | (key_ids[1:] != key_ids[:-1])).all():
+            return order, key_ids, stamps
+    order = np.lexsort((timestamps, key_index))
+    return order, key_index[order], timestamps[order]
 
 
 class LocalSystemMetricsReader(SystemMetricsReader):

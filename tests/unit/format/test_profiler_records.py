@@ -176,8 +176,9 @@ CHANGES = {
 
 @pytest.mark.parametrize("change", sorted(CHANGES))
 def test_a_monitors_large_file_decodes_as_json_loads_whatever_its_later_lines_hold(change: str) -> None:
-    lines = monitor_file(300)  # 12,000 lines: the first 4,096 teach the series' order, the rest follow it
-    for at in (5000, 5001, 11999):  # lines after the first 4,096, the last one included
+    # 12,017 lines: the first 4,096 teach the series' order, the rest follow it (the last sample cut short)
+    lines = monitor_file(301)[: 300 * 40 + 17]
+    for at in (5000, 5001, 11999, 12016):  # lines after the first 4,096, in the last sample too
         lines[at] = CHANGES[change](lines[at])
     data = b"\n".join(lines) + b"\n"
     assert len(data) > 1 << 20
@@ -265,3 +266,14 @@ def test_rule_report_round_trips_with_the_notebooks_keys() -> None:
     assert decode_rule_report(data) == report
     with pytest.raises(CorruptProfilerRecordError, match="r.json"):
         decode_rule_report(b'{"RuleTriggered": 1}', name="r.json")
+
+
+@pytest.mark.parametrize("at", [4096, 8000, 12016])  # the first line after the prefix, a middle one, the cut sample
+def test_one_line_unlike_its_series_anywhere_sends_the_file_to_the_general_scan(at: int) -> None:
+    lines = monitor_file(301)[: 300 * 40 + 17]
+    lines[at] = lines[at].replace(b'"algo-1"', b'"algo-2"')  # another host: another series
+    data = b"\n".join(lines) + b"\n"
+    a = np.frombuffer(data, np.uint8)
+    assert profiler_scan._decode_periodic(data, a, np.flatnonzero(a == 10)) is None
+    got = decode_system_metric_columns(data, name="f")
+    assert as_tuples(got.records()) == as_json(data) and len(got.keys) == 41

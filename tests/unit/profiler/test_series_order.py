@@ -21,10 +21,14 @@ def test_the_order_is_lexsorts(keys: int, samples: list[tuple[int, float]], in_t
         samples = sorted(samples, key=lambda s: (np.isnan(s[1]), s[1]))
     key_index = np.array([k % keys for k, _ in samples], dtype=np.int32)
     stamps = np.array([t for _, t in samples], dtype=np.float64)
-    assert _series_order(key_index, stamps, keys).tolist() == np.lexsort((stamps, key_index)).tolist()
+    order, key_ids, in_order = _series_order(key_index, stamps, keys)
+    expected = np.lexsort((stamps, key_index))
+    assert order.tolist() == expected.tolist()
+    assert key_ids.tolist() == key_index[expected].tolist()
+    assert np.array_equal(in_order, stamps[expected], equal_nan=True)
 
 
 def test_many_series_take_lexsort() -> None:
     key_index = np.array([40000, 3, 40000, 3], dtype=np.int32)
     stamps = np.array([2.0, 1.0, 1.0, 0.5])
-    assert _series_order(key_index, stamps, 40001).tolist() == np.lexsort((stamps, key_index)).tolist()
+    assert _series_order(key_index, stamps, 40001)[0].tolist() == np.lexsort((stamps, key_index)).tolist()

@@ -118,12 +118,14 @@ class Reads:
         self.last_worker: str | None = None
         self.last_step = -1
         self._walk: tuple[str, ModeKeys, str | None] | None = None  # the tensor, mode and worker of the walk
-        #: the tensor whose values ``_window`` holds (None: no window); Tensor.value compares it first
+        #: the steps list of the last window's walk (a walk of the next tensor through it starts at once)
+        self.walk_steps: Sequence[int] | None = None
+        #: the tensor whose values ``ahead_values`` holds (None: no window); Tensor.value takes its values from there
         self.ahead_name: str | None = None
-        self._window_mode: ModeKeys | None = None
-        self._window_worker: str | None = None
-        self._window: dict[int, Array] = {}  # step -> value read ahead, not handed out yet
-        index.on_new_files = self.drop_ahead  # new step files may change which file holds a step
+        self.ahead_mode: ModeKeys | None = None  # the mode and worker of ahead_name's window
+        self.ahead_worker: str | None = None
+        self.ahead_values: dict[int, Array] = {}  # step -> value read ahead, not handed out yet
+        index.on_new_files = self.drop_windows  # new step files may change which file holds a step
         self._ahead_steps = 0  # size of the next window of ahead_name's walk
         #: (tensor, mode, worker, index generation) whose window failed
         self._no_ahead: tuple[str, ModeKeys, str | None, int] | None = None
@@ -160,20 +162,25 @@ class Reads:
     @property
     def ahead(self) -> dict[int, Array]:
         """The values read ahead and not handed out yet (of the tensor ``ahead_name``), a copy."""
-        return dict(self._window)
+        return dict(self.ahead_values)
 
     def take_ahead(self, name: str, mode: ModeKeys, step: int, worker: str | None = None) -> Array | None:
         """The value of ``name`` at ``step`` of ``mode`` (from ``worker``, None: the first holder) if the
         window holds it (handed out once), else None."""
-        if name != self.ahead_name or mode is not self._window_mode or worker != self._window_worker:
+        if name != self.ahead_name or mode is not self.ahead_mode or worker != self.ahead_worker:
             return None
-        return self._window.pop(step, None)
+        return self.ahead_values.pop(step, None)
 
     def drop_ahead(self) -> None:
+        """Drop the window of the walk through one tensor's steps."""
         self.ahead_name = None
-        self._window_mode = None
-        self._window_worker = None
-        self._window = {}
+        self.ahead_mode = None
+        self.ahead_worker = None
+        self.ahead_values = {}
+
+    def drop_windows(self) -> None:
+        """Drop every window (new step files may change which file holds a step)."""
+        self.drop_ahead()
         self.across.clear()
         self._across_bytes = 0
 
@@ -183,7 +190,7 @@ class Reads:
         sf: StepFile,
         loc: Location,
         step: int,
-        previous: int,
+        previous: int | None,
         mode: ModeKeys,
         steps: Sequence[int],
         worker: str | None = None,
@@ -193,8 +200,10 @@ class Reads:
         read-ahead window over the tensor's ``steps`` from there on, or None (no window: read it one
         at a time). ``Tensor.value`` calls this on a miss when the last value read was this tensor's,
         at the earlier step ``previous``; only a walk through every step (``previous`` is the step
-        just before) gets a window, not one that samples a step now and then. The window stays
-        here; the tensor's next calls take their values with :meth:`take_ahead`."""
+        just before) gets a window, not one that samples a step now and then. ``previous`` None: the
+        walk through another tensor's ``steps`` (the same list) just ended at its last step and this
+        is the first step: the next tensor's walk, which starts with a window at once. The window
+        stays here; the tensor's next calls take their values from :attr:`ahead_values`."""
         index = self._index
         walk = (name, mode, worker)
         length, file_size = loc[1], sf.event_size
@@ -208,11 +217,14 @@ class Reads:
         ):
             return None
         at = bisect.bisect_left(steps, step)
-        if at == 0 or at == len(steps) or steps[at] != step or steps[at - 1] != previous:
+        if previous is None:
+            if at != 0 or not steps or steps[0] != step:
+                return None
+        elif at == 0 or at == len(steps) or steps[at] != step or steps[at - 1] != previous:
             return None  # not the next step of a walk through every step
         most = max(self._ahead_bytes // max(length, 1), BULK_MIN)  # steps in a window at most
         if walk != self._walk:  # a new walk: as long as the last one's if that one was read to its end
-            size = self._ahead_steps if self._walk is not None and not self._window else AHEAD_FIRST
+            size = self._ahead_steps if self._walk is not None and not self.ahead_values else AHEAD_FIRST
             self._walk, self._ahead_steps = walk, size
         self.drop_ahead()
         size = min(self._ahead_steps, most)
@@ -229,11 +241,12 @@ class Reads:
         if got is None:
             self._no_ahead = (name, mode, worker, index.generation)
             return None
-        self._window = dict(zip(window[1:], got[1:]))
-        self._window_mode = mode
-        self._window_worker = worker
+        self.ahead_values = dict(zip(window[1:], got[1:]))
+        self.ahead_mode = mode
+        self.ahead_worker = worker
         self.ahead_name = name
         self.last_step = window[-1]  # so that the step just past the window continues the walk
+        self.walk_steps = steps
         return got[0]
 
     def read_across(

@@ -176,3 +176,29 @@ def test_new_step_files_drop_the_windows() -> None:
     assert not trial._reads.across
     got.update({(s, w): tensor.value(s, worker=w) for s in STEPS[10:] for w in WORKERS[:2]})
     assert all(v.tolist() == value_of("w", s, int(w[-1])).tolist() for (s, w), v in got.items())
+
+
+def test_one_worker_after_another_each_tensors_walk_starts_with_a_window_once_the_last_walk_ended() -> None:
+    storage = InMemoryStorage()
+    write_trial(storage)
+    fast, slow = create_trial(storage, timeout=0), one_at_a_time(storage)
+    got, expected = {}, {}
+    names = ("w", "loss", "mask")  # one layout each (a changing shape adds values decoded alone)
+    for trial, out in ((fast, got), (slow, expected)):
+        for worker in WORKERS:
+            for name in names:
+                tensor = trial.tensor(name)
+                for step in tensor.steps():
+                    out[(worker, name, step)] = tensor.value(step, worker=worker)
+    assert list(got) == list(expected) and all(same(got[k], v) for k, v in expected.items())
+    # at most one value of a walk is read alone (the first after a change of worker; a tensor's first, to learn
+    # its layout): a walk that follows another through the same steps starts with a window at once
+    walks = len(WORKERS) * len(names)
+    assert fast._reads.reader.batched >= len(got) - walks
+    # and with a shape that changes, the values still equal one-at-a-time reads
+    for trial, out in ((fast, got), (slow, expected)):
+        for worker in WORKERS[:2]:
+            tensor = trial.tensor("ids")
+            for step in tensor.steps():
+                out[(worker, "ids", step)] = tensor.value(step, worker=worker)
+    assert list(got) == list(expected) and all(same(got[k], v) for k, v in expected.items())

@@ -39,6 +39,8 @@ _MAX_VARINT = 10  # bytes of a 64-bit varint
 #: wall_time, step and two lengths at their longest, the three keys)
 _WALK = HEADER_SIZE + 9 + 3 * (_MAX_VARINT + 1) + 3
 _ONES = np.uint64(0x0101010101010101)  # eight True bytes
+#: record shapes tried in one pass before the walk decides the rest (see match_layout)
+_SHAPES = 3
 
 Int64s = np.ndarray[Any, np.dtype[np.int64]]
 Bytes = np.ndarray[Any, np.dtype[np.uint8]]
@@ -59,7 +61,14 @@ def _length_crc(payload_length: int) -> int:
 def _length_crcs(lengths: Int64s) -> np.ndarray[Any, np.dtype[np.uint32]]:
     """The header CRC a record of each length carries (few distinct lengths: one CRC each)."""
     low = int(lengths.min())
-    span = int(lengths.max()) - low + 1
+    high = int(lengths.max())
+    is_low = lengths == low
+    if (is_low | (lengths == high)).all():  # two lengths (a step's varint or digits grew): the usual case
+        crcs: np.ndarray[Any, np.dtype[np.uint32]] = np.where(
+            is_low, np.uint32(_length_crc(low - OVERHEAD)), np.uint32(_length_crc(high - OVERHEAD))
+        )
+        return crcs
+    span = high - low + 1
     if span <= 4 * lengths.size + 64:
         present = np.zeros(span, bool)
         present[lengths - low] = True
@@ -123,42 +132,93 @@ def match_layout(buf: Bytes, starts: Int64s, lengths: Int64s, layout: Layout) ->
         ok &= heads.view(_U4)[2 :: width // 4] == _length_crcs(lengths)
     p_end = starts + lengths - 4
     ok &= _at(buf, _U4)[p_end] == MAGIC_FOOTER
-    shape = _shape_of(heads[:width], prefix)
-    if shape is not None:
-        # Most records are laid out like the first: the walk below then ends where the first's does,
-        # so comparing the bytes it looks at (masked: a varint's continuation bits, the keys, the
-        # layout) with the first's decides them in one pass. The others take the walk.
+    # Most records are laid out alike: the walk below then ends where a typical one's does, so comparing
+    # the bytes it looks at (masked: a varint's continuation bits, the keys, the layout) with that one's
+    # decides them in one pass. The shape is taken from the last record (a trial's first step, 0, has no
+    # step field: it is the odd one), then from the first left over, twice at most; the rest take the walk.
+    n = starts.size
+    rows = heads.view(_U8).reshape(n, width // 8)
+    content = np.zeros(n, np.int64)
+    left = None  # positions not laid out like any shape tried yet (None: all of them)
+    for _ in range(_SHAPES):
+        pick = n - 1 if left is None else int(left[0])
+        shape = _shape_of(heads[pick * width : (pick + 1) * width], prefix)
+        if shape is None:
+            break
         pattern, mask, at = shape
-        words = heads.view(_U8).reshape(starts.size, width // 8)[:, : pattern.size]
-        alike = ((words & mask) == pattern).all(axis=1)
-        offset = at + len(prefix)
-        if alike.all():
-            ok &= lengths - 4 >= offset + nbytes  # the content ends inside the payload
-            matched = np.flatnonzero(ok)
-            return matched, starts[matched] + offset
-        content = starts + offset
-        others = np.flatnonzero(~alike)
-        rest_ok, rest_content = _walk_heads(
-            heads.reshape(starts.size, width)[others].reshape(-1), width, starts[others], prefix
-        )
-        content[others] = rest_content
-        ok[others] &= rest_ok
-        ok &= content + nbytes <= p_end
-        matched = np.flatnonzero(ok)
-        return matched, content[matched]
-    walked, content = _walk_heads(heads, width, starts, prefix)
-    ok &= walked
+        if left is None:
+            alike = ((rows[:, : pattern.size] & mask) == pattern).all(axis=1)
+            if alike.all():
+                offset = at + len(prefix)
+                ok &= lengths - 4 >= offset + nbytes  # the content ends inside the payload
+                matched = np.flatnonzero(ok)
+                return matched, starts[matched] + offset
+            content[alike] = starts[alike] + at + len(prefix)
+            left = np.flatnonzero(~alike)
+        else:
+            alike = ((rows[left, : pattern.size] & mask) == pattern).all(axis=1)
+            content[left[alike]] = starts[left[alike]] + at + len(prefix)
+            left = left[~alike]
+        if not left.size:
+            break
+    if left is None:
+        left = np.arange(n)
+    if left.size:
+        rest_ok, rest_content = _walk_heads(heads.reshape(n, width)[left].reshape(-1), width, starts[left], prefix)
+        content[left] = rest_content
+        ok[left] &= rest_ok
     ok &= content + nbytes <= p_end
     matched = np.flatnonzero(ok)
     return matched, content[matched]
 
 
-def _shape_of(head: Bytes, prefix: bytes) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], int] | None:
+Shape = tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], int]
+#: (head size, layout bytes, the walk's key positions and varint ends) -> shape: records of one tensor
+#: have a few shapes, so a shape is built once
+_SHAPE_CACHE: dict[tuple[Any, ...], Shape | None] = {}
+
+
+def _shape_of(head: Bytes, prefix: bytes) -> Shape | None:
     """What :func:`_walk_heads` looks at in one record's first bytes ``head``, as ``(pattern, mask, at)``:
     a record whose bytes equal ``pattern`` where ``mask`` is set (as 64-bit words) is walked exactly
     as this one is, to the layout's bytes at ``at`` (which the pattern holds too); None if this one
     does not walk to them."""
     h = head.tobytes()
+    # the walk's turns (where the keys are, where each varint ends) decide the shape: look them up first
+    turns: list[int] = []
+    i = HEADER_SIZE
+    size = len(h)
+    if h[i] == 0x09:
+        i += 9
+    for key in (0x10, 0x2A, 0x0A):
+        if i >= size:
+            turns = []
+            break
+        turns.append(h[i])
+        if h[i] != key:
+            if key == 0x10:
+                continue  # no step: the summary key is here
+            break
+        i += 1
+        while i < size and h[i] & 0x80:
+            i += 1
+        turns.append(i)
+        i += 1
+    cache_key = (size, prefix, h[HEADER_SIZE] == 0x09, *turns)
+    found = _SHAPE_CACHE.get(cache_key, False)
+    if found is not False:
+        if found is None or h[found[2] : found[2] + len(prefix)] == prefix:
+            return found
+        return _build_shape(h, prefix)
+    built = _build_shape(h, prefix)
+    if len(_SHAPE_CACHE) > 4096:
+        _SHAPE_CACHE.clear()
+    _SHAPE_CACHE[cache_key] = built
+    return built
+
+
+def _build_shape(h: bytes, prefix: bytes) -> Shape | None:
+    """:func:`_shape_of`, worked out."""
     size = len(h)
     pattern = bytearray(size)
     mask = bytearray(size)

@@ -188,8 +188,8 @@ class Tensor(TensorDisplay):
             raise TensorUnavailableForStep(name, step_num, mode, has_reductions=name in sf.reductions)
         same = reads.last_name == name and reads.last_mode is mode
         previous = reads.last_step if same and reads.last_worker == worker else None
-        # where another tensor's walk (this mode and worker) was last: its end starts this tensor's walk
-        ended = reads.last_step if reads.last_mode is mode and reads.last_worker == worker else None
+        # where the last walk (this mode; another tensor or worker) was: its end starts this one
+        ended = reads.last_step if reads.last_mode is mode else None
         # another worker's value of this tensor at this step came just before: a walk across workers
         started = same and reads.last_step == step_num and reads.last_worker not in (None, worker)
         reads.last_name, reads.last_mode, reads.last_worker, reads.last_step = name, mode, worker, step_num
@@ -198,13 +198,13 @@ class Tensor(TensorDisplay):
             if value is not None:
                 return value
         elif (
-            not same
+            previous is None
             and reads.walk_steps is not None
             and ended is not None
             and ended == reads.walk_steps[-1]
             and step_num == reads.walk_steps[0]
             and reads.walk_steps is self._all_steps(mode)[0]
-        ):  # another tensor's walk through these steps (same mode, worker) ended: this one's starts
+        ):  # a walk through these steps (another tensor's, or worker's) ended: this one starts
             value = reads.read_ahead(name, sf, loc, step_num, None, mode, reads.walk_steps, worker)
             if value is not None:
                 return value

@@ -200,9 +200,9 @@ class Reads:
         read-ahead window over the tensor's ``steps`` from there on, or None (no window: read it one
         at a time). ``Tensor.value`` calls this on a miss when the last value read was this tensor's,
         at the earlier step ``previous``; only a walk through every step (``previous`` is the step
-        just before) gets a window, not one that samples a step now and then. ``previous`` None: the
-        walk through another tensor's ``steps`` (the same list) just ended at its last step and this
-        is the first step: the next tensor's walk, which starts with a window at once. The window
+        just before) gets a window, not one that samples a step now and then. ``previous`` None: a
+        walk through ``steps`` (the same list; another tensor's, or another worker's) just ended at its
+        last step and this is the first step: the next walk, which starts with a window at once. The window
         stays here; the tensor's next calls take their values from :attr:`ahead_values`."""
         index = self._index
         walk = (name, mode, worker)

@@ -25,7 +25,7 @@ follows it: 0 NoIssuesFound, 3 IssuesFound, 2 Error, 4 Stopped (SIGTERM/SIGINT).
 its first firing. The training job counts as ended when ``training_job_end.ts`` appears, or when
 SageMaker's stop signal (``SAGEMAKER_ENV_RULE_STOP_SIGNAL_FILE``) plus ``rule_stop_grace_time_secs``
 has passed (:mod:`sdk_ext.rules.stop_signal`). A rule stuck at one step ends in Error after
-``invoke_timeout_secs`` (default 300), and SIGTERM ends the process within
+``invoke_timeout_secs`` (default 300; waiting for data does not count), and SIGTERM ends the process within
 ``SDK_EXT_RULE_TERM_GRACE_SECS`` (default 5) whatever the rule does (:mod:`sdk_ext.rules.time_limit`).
 """
 
@@ -273,11 +273,14 @@ def _open_trial(path: str, name: str, start: int, poll_interval: float, *, wait:
     """
     from sdk_ext.exceptions import MissingCollectionFiles
     from sdk_ext.format.paths import END_OF_JOB
+    from sdk_ext.rules.time_limit import untimed_sleep
     from sdk_ext.storage import Storage, open_storage
     from sdk_ext.trials import create_trial
-    from sdk_ext.trials.options import TrialOptions
+    from sdk_ext.trials.options import Clock, TrialOptions
 
-    options = TrialOptions.from_env(os.environ, poll_interval=poll_interval)
+    # the trial's own waits (a rule calling trial.wait_for_steps, an event file still being written)
+    # wait for the job: they never count against invoke_timeout_secs
+    options = TrialOptions.from_env(os.environ, poll_interval=poll_interval, clock=Clock(sleep=untimed_sleep))
     storage: Storage = open_storage(path.strip())
     if stop_signal is not None:
         from sdk_ext.rules.stop_signal import StopSignalStorage
@@ -379,9 +382,9 @@ def run(args: argparse.Namespace, params: dict[str, str], evaluator: Evaluator) 
             if stopper is not None and stopper.ended_by_signal:
                 how += f" ({stopper.describe()})"
             return evaluator.report("NoIssuesFound", no_issues_details(f"{how}; last saved step: {end.last_step}",
-                                                                       _coverage_note(rule)))
+                                                                       *_coverage_notes(rule)))
         return evaluator.report("NoIssuesFound", no_issues_details(f"Reached end_step {request.end_step}",
-                                                                   _coverage_note(rule)))
+                                                                   *_coverage_notes(rule)))
 
 
 def run_profiler_rule(args: argparse.Namespace, request: Any, evaluator: Evaluator, cls: Any) -> int:
@@ -438,7 +441,7 @@ def run_profiler_rule(args: argparse.Namespace, request: Any, evaluator: Evaluat
     until = datetime.fromtimestamp(trial.last_timestamp() / 1e6, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     return evaluator.report("NoIssuesFound", no_issues_details(
         f"Training ended; profiler data evaluated up to {until} in {getattr(rule, 'windows', 0)} windows",
-        _coverage_note(rule)))
+        *_coverage_notes(rule)))
 
 
 def _profiler_html_writer(output: Path, profiler_data: str) -> Any:
@@ -451,10 +454,14 @@ def _profiler_html_writer(output: Path, profiler_data: str) -> Any:
     return draw
 
 
-def _coverage_note(rule: Any) -> str | None:
-    """Why the rule checked nothing, if it knows (built-in rules do; a custom rule cannot tell)."""
-    note = getattr(rule, "coverage_note", None)
-    return note() if callable(note) else None
+def _coverage_notes(rule: Any) -> tuple[str | None, str | None]:
+    """Why the rule checked nothing, or which of its checks did not, if it knows (built-in rules do; a
+    custom rule cannot tell)."""
+    notes = []
+    for method in ("coverage_note", "part_coverage_note"):
+        note = getattr(rule, method, None)
+        notes.append(note() if callable(note) else None)
+    return notes[0], notes[1]
 
 
 def _on_signal(evaluator: Evaluator) -> Any:

@@ -155,6 +155,33 @@ class IndexReaderException(DamagedDataError):
     """An index file is corrupt, invalid, or its name cannot be parsed."""
 
 
+# --- smdebug's general error types (smdebug.exceptions.SMDebug*), so ``except`` clauses port -------
+
+#: smdebug's base of its general errors; here the root of every sdk_ext error.
+SMDebugError = SdkExtError
+
+
+class SMDebugCustomerError(SdkExtError):
+    """An error in the user's own setup (smdebug's name)."""
+
+
+class SMDebugTypeError(SdkExtError, TypeError):
+    """A value of the wrong type (smdebug's name)."""
+
+
+class SMDebugValueError(SdkExtError, ValueError):
+    """An invalid value (smdebug's name)."""
+
+
+class SMDebugRuntimeError(SdkExtError, RuntimeError):
+    """An operation that cannot be done in the current state (smdebug's name), e.g. a hook asked to write
+    into a trial that has ended."""
+
+
+class SMDebugNotImplementedError(SdkExtError, NotImplementedError):
+    """smdebug's name for an operation a hook does not support."""
+
+
 # --- sdk_ext's own ---------------------------------------------------------------------------------
 
 
@@ -200,7 +227,7 @@ class EmptyTensorError(SdkExtError, ValueError):
     """A reduction of a tensor with no elements was asked for: there is nothing to reduce."""
 
 
-class ConfigError(SdkExtError, ValueError):
+class ConfigError(SMDebugValueError):
     """Invalid configuration. Holds every problem found, so one fix round is enough."""
 
     def __init__(self, problems: str | Iterable[str], *, where: str = "") -> None:
@@ -251,6 +278,12 @@ __all__ = [
     "NoMoreData",
     "NoMoreProfilerData",
     "RuleEvaluationConditionMet",
+    "SMDebugCustomerError",
+    "SMDebugError",
+    "SMDebugNotImplementedError",
+    "SMDebugRuntimeError",
+    "SMDebugTypeError",
+    "SMDebugValueError",
     "SdkExtError",
     "ShapeUnavailableForStep",
     "StepNotYetAvailable",

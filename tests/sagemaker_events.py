@@ -36,7 +36,7 @@ def captured_event() -> dict[str, Any]:
 
 
 def captured_pattern() -> dict[str, Any]:
-    """The event pattern INFRA.md §5 prescribes (tests/fixtures/events/event_pattern.json)."""
+    """The event pattern the CDK stack's rule uses (tests/fixtures/events/event_pattern.json)."""
     pattern: dict[str, Any] = json.loads((EVENTS / "event_pattern.json").read_text())
     return pattern
 

@@ -12,7 +12,8 @@ One line of JSON (``json.dumps`` defaults). Example (abridged)::
      "_meta": {"num_workers": 1}}
 
 ``tensor_names`` is sorted. ``reductions`` is a csv in config spelling (``mean``, ``abs_max``,
-``l2_norm``, ``abs_l1_norm``). ``reduction_config`` and ``save_config`` may be null.
+``l2_norm``, ``abs_l1_norm``). ``reduction_config`` and ``save_config`` may be null, and so may one mode of a
+``save_config`` (a mode the collection leaves to the hook's config).
 """
 
 from __future__ import annotations
@@ -144,6 +145,8 @@ def _parse_collection(name: str, doc: object, key: str) -> CollectionSpec:
         for mode_name, m in sdoc.items():
             if mode_name not in ModeKeys.__members__:
                 raise _fail(key, f"save_config of {name!r} has unknown mode {mode_name!r}")
+            if m is None:  # a mode the collection's save config leaves unset (smdebug writes null)
+                continue
             if not isinstance(m, dict):
                 raise _fail(key, f"save_config.{mode_name} of {name!r} is not an object")
             steps = m.get("save_steps", [])

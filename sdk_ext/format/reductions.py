@@ -1,8 +1,10 @@
 """Reductions: what a stored reduction tensor means, computed one way for the hooks and the reader.
 
-A hook that saves ``mean`` of a tensor stores it as the reduction tensor ``<name>_mean`` (names:
-:mod:`sdk_ext.format.paths`); a reader asked for a reduction that step did not store computes it from
-the raw value. Both call :func:`reduce`, so a reduction reads the same whether it was stored or computed.
+A hook that saves ``mean`` of a tensor ``fc.weight`` stores it as the tensor
+``smdebug/reductions/mean/fc.weight`` (``smdebug/reductions/abs_mean/fc.weight`` for the mean of
+``|x|``; :func:`sdk_ext.format.paths.reduction_tensor_name`, smdebug's names); a reader asked for a
+reduction that step did not store computes it from the raw value. Both call :func:`reduce`, so a
+reduction reads the same whether it was stored or computed.
 
 Every op runs over all elements of the tensor, whatever its rank: ``min, max, mean, sum, prod``,
 ``std``/``variance`` with ddof=0 (population), ``l1`` = sum of |x|, ``l2`` = sqrt(sum of x^2)

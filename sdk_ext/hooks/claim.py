@@ -6,10 +6,12 @@ the same ``worker_0`` files; as in smdebug, only the first to claim the trial wr
 save nothing (each says so once). The claim is an exclusive ``flock`` on ``{out_dir}/claim.smd``,
 held while the hook is open: the system releases it when its process ends, however it ends, so a
 crashed or killed writer never leaves a claim that silences the next run in the same directory
-(smdebug's ``O_EXCL`` file did, until someone deleted it). The file is removed at close.
+(smdebug's ``O_EXCL`` file did, until someone deleted it). The file stays empty (it takes no space
+on a full disk) and is removed at close.
 
-Where ``flock`` does not exist (not POSIX) or the trial is not a local directory (S3: nothing to
-lock, as in smdebug), every process writes.
+Claims are advisory: where ``flock`` does not exist (not POSIX), the trial is not a local directory
+(S3: nothing to lock, as in smdebug) or the file cannot be created (a full or read-only disk, which the
+writer then reports itself), every process writes.
 """
 
 from __future__ import annotations
@@ -38,30 +40,22 @@ class TrialClaim:
 
     def acquire(self) -> bool:
         """Claim the trial: True if this process may write it (it holds the claim, or claims are not
-        possible here); False if another live process holds it.
-
-        Raises:
-            OSError: the directory cannot be created or the file opened.
-        """
+        possible here); False if another live process holds it."""
         if fcntl is None:
             return True
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_CREAT | os.O_RDWR, 0o644)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_CREAT | os.O_RDONLY, 0o644)
+        except OSError as err:
+            logger.debug("no claim on %s (%s): this process writes without one", self.path, err)
+            return True
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             os.close(fd)
             return False
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
         self._fd = fd
         return True
-
-    def holder(self) -> str:
-        """The pid written by the process holding the claim ("" if unknown)."""
-        with contextlib.suppress(OSError):
-            return self.path.read_text().strip()
-        return ""
 
     def release(self) -> None:
         """Give the claim up and remove the file (safe to call twice; never raises)."""

@@ -11,13 +11,19 @@ collections in the order they were first created, so the collections file is det
 
 from __future__ import annotations
 
+import json
+import os
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from types import MappingProxyType
+from typing import Any
 
 from sdk_ext.exceptions import ConfigError
 from sdk_ext.format.collection_file import CollectionsFile, CollectionSpec
+from sdk_ext.format.paths import COLLECTIONS_DIR
 from sdk_ext.hooks.reduction_config import RAW_ONLY, ReductionConfig
 from sdk_ext.hooks.save_config import SaveConfig, SaveConfigMode
+from sdk_ext.storage import open_storage
 
 
 class CollectionKeys:
@@ -99,8 +105,68 @@ def compile_regex(pattern: str, where: str) -> re.Pattern[str]:
         raise ConfigError(f"include_regex {pattern!r} is not a valid Python regex: {err}", where=where) from err
 
 
+def _committing(method: Callable[..., Any]) -> Callable[..., Any]:
+    """A mutating list/set method that hands the new contents to the owner, and undoes the change if
+    the owner refuses it (e.g. an invalid regex)."""
+
+    def changed(self: Any, *args: Any, **kwargs: Any) -> Any:
+        before = list(self)
+        result = method(self, *args, **kwargs)
+        try:
+            self._commit(self)
+        except Exception:
+            if isinstance(self, list):
+                list.clear(self)
+                list.extend(self, before)
+            else:
+                set.clear(self)
+                set.update(self, before)
+            raise
+        return result
+
+    changed.__name__ = method.__name__
+    return changed
+
+
+class _LiveRegexList(list[str]):
+    """``Collection.include_regex`` as smdebug exposes it: a list the caller may change in place
+    (``coll.include_regex.append(r)``). Every change goes through the collection, so a bad regex
+    raises at once and what the hook saves follows the change."""
+
+    def __init__(self, items: Iterable[str], commit: Callable[[Iterable[str]], None]) -> None:
+        super().__init__(items)
+        self._commit = commit
+
+    def __repr__(self) -> str:
+        return repr(list(self))
+
+
+class _LiveNameSet(set[str]):
+    """``Collection.tensor_names`` as smdebug exposes it: a set the caller may change in place."""
+
+    def __init__(self, items: Iterable[str], commit: Callable[[Iterable[str]], None]) -> None:
+        super().__init__(items)
+        self._commit = commit
+
+    def __repr__(self) -> str:
+        return repr(set(self))
+
+
+for _name in ("append", "extend", "insert", "remove", "pop", "clear", "sort", "reverse",
+              "__setitem__", "__delitem__", "__iadd__", "__imul__"):
+    setattr(_LiveRegexList, _name, _committing(getattr(list, _name)))
+for _name in ("add", "discard", "remove", "pop", "clear", "update", "difference_update",
+              "intersection_update", "symmetric_difference_update", "__ior__", "__iand__", "__isub__", "__ixor__"):
+    setattr(_LiveNameSet, _name, _committing(getattr(set, _name)))
+
+
 class Collection:
-    """A named group of tensors and how to save them."""
+    """A named group of tensors and how to save them.
+
+    smdebug's ``Collection`` API: ``include``, ``add_tensor_name``, ``remove_tensor_name``, the
+    ``include_regex`` list and ``tensor_names`` set (assignable and changeable in place),
+    ``to_json_dict``/``to_json``/``from_dict``/``from_json`` (the collections-file layout) and ``==``.
+    """
 
     def __init__(
         self,
@@ -144,11 +210,41 @@ class Collection:
 
     @property
     def include_regex(self) -> list[str]:
-        return list(self._regex)
+        """The regexes; a list that may be changed in place (each change is checked)."""
+        return _LiveRegexList(self._regex, self._set_regex)
+
+    @include_regex.setter
+    def include_regex(self, regexes: Iterable[str] | str | None) -> None:
+        self._set_regex([] if regexes is None else [regexes] if isinstance(regexes, str) else regexes)
+
+    def _set_regex(self, regexes: Iterable[str]) -> None:
+        patterns = list(regexes)
+        compiled = [compile_regex(p, f"collection {self._name!r}") for p in patterns]
+        self._regex, self._compiled = [], []
+        for pattern, comp in zip(patterns, compiled):
+            if pattern not in self._regex:
+                self._regex.append(pattern)
+                self._compiled.append(comp)
+        self._changed()
 
     @property
     def tensor_names(self) -> set[str]:
-        return set(self._tensor_names)
+        """The tensor names; a set that may be changed in place."""
+        return _LiveNameSet(self._tensor_names, self._set_names)
+
+    @tensor_names.setter
+    def tensor_names(self, names: Iterable[str] | None) -> None:
+        if isinstance(names, (str, bytes)) or (names is not None and not isinstance(names, Iterable)):
+            raise ConfigError(f"tensor_names must be a list or set of names, got {names!r}", where=f"collection {self._name!r}")
+        self._set_names(names or ())
+
+    def _set_names(self, names: Iterable[str]) -> None:
+        new = set(names)
+        bad = sorted(repr(n) for n in new if not isinstance(n, str))
+        if bad:
+            raise ConfigError(f"tensor names must be strings, got {', '.join(bad)}", where=f"collection {self._name!r}")
+        self._tensor_names = new
+        self._changed()
 
     @property
     def reduction_config(self) -> ReductionConfig | None:
@@ -194,6 +290,12 @@ class Collection:
     def add_tensor_name(self, name: str) -> None:
         if name not in self._tensor_names:
             self._tensor_names.add(name)
+            self._changed()
+
+    def remove_tensor_name(self, name: str) -> None:
+        """Forget ``name`` (nothing happens if it is not one of the tensor names)."""
+        if name in self._tensor_names:
+            self._tensor_names.discard(name)
             self._changed()
 
     def record_saved(self, name: str) -> bool:
@@ -246,6 +348,74 @@ class Collection:
             save_histogram=self._save_histogram,
         )
 
+    # --- smdebug's serialization: the layout of one entry of a collections file ---------------
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """The collection as smdebug serializes it: unset configs are None (and so are unset modes
+        of a save config), tensor names sorted."""
+        return {
+            "name": self._name,
+            "include_regex": list(self._regex),
+            "tensor_names": sorted(self._tensor_names),
+            "reduction_config": None if self._reduction_config is None else self._reduction_config.to_json_dict(),
+            "save_config": None if self._save_config is None else self._save_config.to_json_dict(),
+            "save_histogram": self._save_histogram,
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_json_dict())
+
+    @classmethod
+    def from_dict(cls, params: Mapping[str, Any]) -> Collection:
+        """A collection from :meth:`to_json_dict`'s layout (an entry of a collections file).
+
+        Raises:
+            ConfigError: not such a dict; the message says which field is wrong.
+        """
+        if not isinstance(params, Mapping):
+            raise ConfigError(f"a collection dict is expected, got {params!r}", where="collection")
+        unknown = sorted(set(params) - {"name", "include_regex", "tensor_names", "reduction_config", "save_config",
+                                        "save_histogram"})
+        if unknown:
+            raise ConfigError(f"unknown keys {unknown}; a collection has name, include_regex, tensor_names, "
+                              "reduction_config, save_config, save_histogram", where="collection")
+        reduction = params.get("reduction_config")
+        save = params.get("save_config")
+        return cls(
+            params.get("name"),  # type: ignore[arg-type]  # checked by the constructor
+            include_regex=params.get("include_regex") or None,
+            tensor_names=params.get("tensor_names") or None,
+            reduction_config=None if reduction is None else ReductionConfig.from_dict(reduction),
+            save_config=None if save is None else SaveConfig.from_dict(save),
+            save_histogram=params.get("save_histogram", True),
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> Collection:
+        try:
+            params = json.loads(text)
+        except ValueError as err:
+            raise ConfigError(f"not a collection JSON string: {err}", where="collection") from err
+        return cls.from_dict(params)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Collection):
+            return NotImplemented
+        return (
+            self._name == other._name
+            and self._regex == other._regex
+            and self._tensor_names == other._tensor_names
+            and self._reduction_config == other._reduction_config
+            and self._save_config == other._save_config
+            and self._save_histogram == other._save_histogram
+        )
+
+    def __hash__(self) -> int:
+        return hash(self._name)
+
+    def __str__(self) -> str:
+        return str(self.to_json_dict())
+
     def __repr__(self) -> str:
         return (
             f"Collection({self._name!r}, include_regex={self._regex!r}, tensor_names={sorted(self._tensor_names)!r}, "
@@ -255,13 +425,32 @@ class Collection:
 
 
 class CollectionManager:
-    """The collections of one hook, in creation order."""
+    """The collections of one hook, in creation order.
 
-    def __init__(self, collections: Iterable[Collection] = ()) -> None:
+    smdebug's ``CollectionManager`` API too: ``collections`` (a read-only name -> Collection view; add
+    with :meth:`add`), ``create_collection``, ``add`` of a name, ``export``/``load`` of a collections
+    file, ``to_json_dict`` and ``==`` (same collections).
+    """
+
+    def __init__(self, collections: Iterable[Collection] | Mapping[str, Collection] | None = None,
+                 create_default: bool = False) -> None:
         self._collections: dict[str, Collection] = {}
         self._adds = 0
-        for c in collections:
+        self._num_workers = 1
+        for c in (collections.values() if isinstance(collections, Mapping) else collections or ()):
             self.add(c)
+        if create_default:
+            self.create_collection(CollectionKeys.DEFAULT)
+
+    @property
+    def collections(self) -> Mapping[str, Collection]:
+        """Name -> collection (read-only: :meth:`add` or :meth:`get` change it)."""
+        return MappingProxyType(self._collections)
+
+    def create_collection(self, name: str, cls: type[Collection] | None = None) -> None:
+        """Create an empty collection ``name`` (of class ``cls``) unless one exists."""
+        if name not in self._collections:
+            self.add((cls or Collection)(name))
 
     @classmethod
     def with_builtins(cls, regexes: dict[str, tuple[str, ...]] | None = None) -> CollectionManager:
@@ -271,10 +460,13 @@ class CollectionManager:
             manager.add(Collection(name, include_regex=patterns))
         return manager
 
-    def add(self, collection: Collection) -> None:
-        """Add (or replace, keeping its position) a collection."""
+    def add(self, collection: Collection | str) -> None:
+        """Add (or replace, keeping its position) a collection; a name adds an empty one unless it exists."""
+        if isinstance(collection, str):
+            self.create_collection(collection)
+            return
         if not isinstance(collection, Collection):
-            raise ConfigError(f"expected a Collection, got {collection!r}", where="collections")
+            raise ConfigError(f"expected a Collection or a name, got {collection!r}", where="collections")
         self._collections[collection.name] = collection
         self._adds += 1
 
@@ -309,6 +501,70 @@ class CollectionManager:
     def version(self) -> tuple[int, int]:
         """Changes whenever a collection (of any manager) changes or one is added or replaced here."""
         return _CHANGES, self._adds
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, CollectionManager):
+            return NotImplemented
+        return self._collections == other._collections
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, compared by content
+
+    def __repr__(self) -> str:
+        return f"<CollectionManager: {list(self._collections)}>"
+
+    # --- smdebug's collections file API --------------------------------------------------------
+
+    def get_num_workers(self) -> int:
+        return self._num_workers
+
+    def set_num_workers(self, num_workers: int) -> None:
+        self._num_workers = int(num_workers)
+
+    def update_meta(self, meta: Mapping[str, Any]) -> None:
+        """Take ``num_workers`` from a collections file's ``_meta``."""
+        if not isinstance(meta, Mapping):
+            raise ConfigError(f"meta must be a dict, got {meta!r}", where="collections")
+        if "num_workers" in meta:
+            self.set_num_workers(meta["num_workers"])
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """The collections file document (configs as set, not resolved against a hook's)."""
+        return {"collections": {n: c.to_json_dict() for n, c in self._collections.items()},
+                "_meta": {"num_workers": self._num_workers}}
+
+    def export(self, out_dir: str | os.PathLike[str], filename: str) -> None:
+        """Write the collections file ``{out_dir}/collections/000000000/{filename}`` (local or ``s3://``).
+
+        The file appears whole under its name (a reader never sees part of it). Raises StorageError if it
+        cannot be written.
+        """
+        data = json.dumps(self.to_json_dict()).encode("utf-8")
+        open_storage(out_dir).write(f"{COLLECTIONS_DIR}/{filename}", data)
+
+    @classmethod
+    def load(cls, filename: str | os.PathLike[str], collection_class: type[Collection] = Collection) -> CollectionManager:
+        """The collections of a collections file (what :meth:`export` or a hook wrote)."""
+        with open(filename, encoding="utf-8") as f:
+            return cls.load_from_string(f.read(), collection_class)
+
+    @classmethod
+    def load_from_string(cls, text: str, collection_class: type[Collection] = Collection) -> CollectionManager:
+        """Raises ConfigError naming what is wrong if ``text`` is not a collections document."""
+        try:
+            doc = json.loads(text)
+        except ValueError as err:
+            raise ConfigError(f"not a collections JSON document: {err}", where="collections file") from err
+        if not isinstance(doc, dict) or set(doc) - {"collections", "_meta"}:
+            raise ConfigError("a collections document is an object with only 'collections' and '_meta'",
+                              where="collections file")
+        manager = cls()
+        collections = doc.get("collections") or {}
+        if not isinstance(collections, dict):
+            raise ConfigError("'collections' must map names to collections", where="collections file")
+        for params in collections.values():
+            manager.add(collection_class.from_dict(params))
+        manager.update_meta(doc.get("_meta") or {})
+        return manager
 
     def effective_reduction(self, coll: Collection, default: ReductionConfig) -> ReductionConfig:
         """The reduction config ``coll`` is saved with."""

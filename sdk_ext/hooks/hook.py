@@ -243,6 +243,11 @@ class Hook(HookSteps):
         """
         explicit = (collections_to_write,) if isinstance(collections_to_write, str) else tuple(collections_to_write)
         if self._holds_values():
+            for name in explicit:  # a member now: the next step's check for empty collections sees it
+                coll = self.collection_manager.get(name)
+                if not coll.has_tensor_name(tensor_name):
+                    coll.add_tensor_name(tensor_name)
+                    self.policy.names_changed = True
             self._held.append(_HeldValue(tensor_name, self._copy(tensor_value), explicit, None, False))
             return
         self._save_explicit(tensor_name, tensor_value, explicit)
@@ -359,10 +364,10 @@ class Hook(HookSteps):
             if self._timeline is not None:
                 self._timeline.close()  # never raises
             registry.forget(self)
-            if termination.pending is not None:  # a SIGTERM waited for this close to end
-                termination.leaving(inspect.currentframe())
             if self._claim is not None:
                 self._claim.release()
+            if termination.pending is not None:  # a SIGTERM waited for this close to end
+                termination.leaving(inspect.currentframe())
 
     def _get_worker_name(self) -> str:
         """This process's worker name, ``worker_{rank}`` (smdebug's name for it; also :attr:`worker`)."""
@@ -433,11 +438,11 @@ class Hook(HookSteps):
             self._claim = claim
             return True
         logger.warning(
-            "sdk_ext hook (pid %d): another process (pid %s) is writing the trial %s as worker_0, so this one "
-            "saves nothing. Processes started with torch.multiprocessing or multiprocessing have no rank of "
-            "their own; to save from each, initialize torch.distributed before the first step (each then "
+            "sdk_ext hook (pid %d): another process is writing the trial %s as worker_0 (it holds %s), so this "
+            "one saves nothing. Processes started with torch.multiprocessing or multiprocessing have no rank "
+            "of their own; to save from each, initialize torch.distributed before the first step (each then "
             "writes as worker_{rank}) or give each its own out_dir.",
-            os.getpid(), claim.holder() or "?", self.out_dir,
+            os.getpid(), self.out_dir, claim.path,
         )
         return False
 

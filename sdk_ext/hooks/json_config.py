@@ -11,7 +11,7 @@ SageMaker writes the CreateTrainingJob ``DebugHookConfig`` into the training con
      "CollectionConfigurations": [{"CollectionName": "gradients", "CollectionParameters": {"save_interval": "10"}},
                                   {"CollectionName": "losses"}]}
 
-Mapping (smdebug's, reference/FORMAT.md §10): hook parameters give the hook's save config (per mode:
+Mapping (smdebug's, README.md#saving-tensors-in-training-hooks): hook parameters give the hook's save config (per mode:
 plain keys, overridden by ``train.``/``eval.``/``predict.``/``global.`` keys), its reduction config
 (only if ``reductions`` is given; then ``save_raw_tensor`` defaults to false), ``include_regex``,
 ``save_all``, ``include_workers``. Every named collection is saved; its save config is the hook's,
@@ -68,13 +68,17 @@ def config_path(path: str | os.PathLike[str] | None = None, env: Mapping[str, st
     return os.fspath(path) if path is not None else env.get(CONFIG_PATH_ENV, DEFAULT_CONFIG_PATH)
 
 
-def load_config_file(path: str) -> dict[str, Any]:
+class ConfigFileNotFound(ConfigError, FileNotFoundError):
+    """The configuration file does not exist (a FileNotFoundError too, which smdebug raised here)."""
+
+
+def load_config_file(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Read and parse the JSON file. Raises ConfigError if it is missing or not a JSON object."""
     try:
         with open(path, encoding="utf-8") as f:
             doc = json.load(f)
     except FileNotFoundError as err:
-        raise ConfigError(f"debug hook config file {path} does not exist", where="debug hook config") from err
+        raise ConfigFileNotFound(f"debug hook config file {path} does not exist", where="debug hook config") from err
     except (OSError, ValueError) as err:
         raise ConfigError(f"cannot read {path} as JSON: {err}", where="debug hook config") from err
     if not isinstance(doc, dict):
@@ -229,6 +233,78 @@ def hook_kwargs_from_config(
     return kwargs
 
 
+# --- smdebug's staged reading of the same file (smdebug.core.json_config), on the parser above -------
+
+
+def get_json_config_as_dict(json_config_path: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+    """The DebugHookConfig document: ``json_config_path``, else ``$SMDEBUG_CONFIG_FILE_PATH``, else SageMaker's
+    default path. Raises ConfigFileNotFound (a FileNotFoundError) if there is none."""
+    return load_config_file(config_path(json_config_path))
+
+
+def collect_hook_config_params(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The hook-level settings of a DebugHookConfig as smdebug's dict: ``out_dir``, ``save_config``,
+    ``reduction_config`` (None unless given), ``include_regex`` (None unless given), ``save_all``,
+    ``include_workers``, ``export_tensorboard``, ``tensorboard_dir`` (HookParameters' values; inside
+    SageMaker the hook itself follows ``tensorboardoutputconfig.json``, see :func:`hook_kwargs_from_config`).
+
+    Raises:
+        ConfigError: every problem of the document, each naming its key.
+    """
+    kwargs = hook_kwargs_from_config(config, builtin={}, env={})
+    return {
+        "out_dir": kwargs["out_dir"],
+        "save_config": kwargs["save_config"],
+        "reduction_config": kwargs.get("reduction_config"),
+        "include_regex": kwargs.get("include_regex"),
+        "save_all": kwargs.get("save_all", False),
+        "include_workers": kwargs.get("include_workers", "one"),
+        "export_tensorboard": kwargs.get("export_tensorboard", False),
+        "tensorboard_dir": kwargs.get("tensorboard_dir"),
+    }
+
+
+def get_include_collections(config: Mapping[str, Any]) -> list[str] | None:
+    """The collection names of ``CollectionConfigurations`` in order (once each), None without the key."""
+    entries = config.get("CollectionConfigurations")
+    if entries is None:
+        return None
+    if not isinstance(entries, list):
+        raise ConfigError(f"CollectionConfigurations must be a list, got {entries!r}", where="debug hook config")
+    names: list[str] = []
+    for i, entry in enumerate(entries):
+        name = entry.get("CollectionName") if isinstance(entry, Mapping) else None
+        if not isinstance(name, str) or not name:
+            raise ConfigError(f"CollectionConfigurations[{i}] has no CollectionName", where="debug hook config")
+        if name not in names:
+            names.append(name)
+    return names
+
+
+def add_collections_to_manager(manager: Any, config: Mapping[str, Any], hook_params: Mapping[str, Any]) -> None:
+    """Configure ``manager``'s collections as ``CollectionConfigurations`` says (created if missing), each
+    save config completed from the hook's (``hook_params["save_config"]``, see :func:`collect_hook_config_params`)."""
+    kwargs = hook_kwargs_from_config(config, builtin={}, env={})
+    hook_save = hook_params.get("save_config") or kwargs["save_config"]
+    for configured in kwargs["collections"]:
+        coll = manager.get(configured.name)
+        params = _collection_params(config, configured.name)
+        coll.save_config = save_config_from_params(params, hook_save)
+        if configured.reduction_config is not None:
+            coll.reduction_config = configured.reduction_config
+        if configured.include_regex:
+            coll.include(configured.include_regex)
+        coll.save_histogram = configured.save_histogram
+
+
+def _collection_params(config: Mapping[str, Any], name: str) -> dict[str, Any]:
+    merged: dict[str, Any] = {}
+    for entry in config.get("CollectionConfigurations") or []:
+        if isinstance(entry, Mapping) and entry.get("CollectionName") == name:
+            merged.update(entry.get("CollectionParameters") or {})
+    return merged
+
+
 def _collection(name: str, params: Mapping[str, Any], builtin: Mapping[str, Iterable[str]], hook_save: SaveConfig) -> Collection:
     problems: list[str] = []
     coll = Collection(name, include_regex=list(builtin.get(name, ())))
@@ -251,10 +327,15 @@ def _collection(name: str, params: Mapping[str, Any], builtin: Mapping[str, Iter
 
 __all__ = [
     "COLLECTION_KEYS",
+    "ConfigFileNotFound",
     "DEFAULT_CONFIG_PATH",
     "DEFAULT_OUT_DIR",
     "HOOK_KEYS",
+    "add_collections_to_manager",
+    "collect_hook_config_params",
     "config_path",
+    "get_include_collections",
+    "get_json_config_as_dict",
     "hook_kwargs_from_config",
     "load_config_file",
     "reduction_config_from_params",

@@ -239,12 +239,34 @@ class SaveConfig:
     def to_spec(self) -> dict[ModeKeys, SaveSpec]:
         return {m: self.get_save_config(m).to_spec() for m in ALL_MODES}
 
+    @property
+    def mode_save_configs(self) -> dict[ModeKeys, SaveConfigMode | None]:
+        """Mode -> its SaveConfigMode, None for a mode this config leaves unset (smdebug's attribute; a copy)."""
+        return dict(self._modes)
+
+    @classmethod
+    def from_save_config_mode(cls, save_config_mode: SaveConfigMode) -> SaveConfig:
+        """The same SaveConfigMode for every mode."""
+        return cls({mode: save_config_mode for mode in ALL_MODES})
+
     def to_json_dict(self) -> dict[str, Any]:
-        return {m.name: self.get_save_config(m).to_json_dict() for m in ALL_MODES}
+        """Mode name -> its values, None for an unset mode (smdebug's layout)."""
+        return {m.name: None if v is None else v.to_json_dict() for m, v in self._modes.items()}
 
     def to_json(self) -> str:
-        """The config as a JSON string, one object per mode that is set (smdebug's ``to_json``); see :meth:`from_json`."""
-        return json.dumps({m.name: self.get_save_config(m).to_json_dict() for m in ALL_MODES if self.is_set(m)})
+        """The config as a JSON string (smdebug's ``to_json``); see :meth:`from_json`."""
+        return json.dumps(self.to_json_dict())
+
+    @classmethod
+    def from_dict(cls, params: Mapping[Any, Any]) -> SaveConfig:
+        """From mode names (or ModeKeys) -> SaveConfigMode, values dict or None (smdebug's ``from_dict``).
+
+        Raises:
+            ConfigError: not such a mapping; every problem is named.
+        """
+        if not isinstance(params, Mapping):
+            raise ConfigError(f"a save config dict maps modes to their values, got {params!r}", where="save config")
+        return cls(dict(params))
 
     @classmethod
     def from_json(cls, text: str) -> SaveConfig:
@@ -253,9 +275,9 @@ class SaveConfig:
             doc = json.loads(text)
         except ValueError as err:
             raise ConfigError(f"not a save config JSON string: {err}", where="save config") from err
-        if not isinstance(doc, dict) or not all(isinstance(v, dict) for v in doc.values()):
+        if not isinstance(doc, dict) or not all(v is None or isinstance(v, dict) for v in doc.values()):
             raise ConfigError(f"a save config JSON string maps mode names to objects, got {doc!r}", where="save config")
-        return cls({ModeKeys.parse(name): SaveConfigMode.from_dict(values) for name, values in doc.items()})
+        return cls.from_dict(doc)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, SaveConfig):

@@ -20,6 +20,7 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
+from sdk_ext.exceptions import SMDebugValueError
 from sdk_ext.hooks import termination
 from sdk_ext.hooks.output import TrialOutput
 from sdk_ext.hooks.policy import SavePolicy
@@ -52,6 +53,24 @@ def guarded(method: F) -> F:
 
 
 termination.ENTRY_POINTS.add(guarded(lambda self: None).__code__)  # every guarded method shares this code
+
+
+class StepNumber(int):
+    """A hook's current global step (an int: compare it, store it, use it as a dict key, as code written
+    for smdebug's ``hook.step`` does) that is also callable as the step context (``with hook.step():``)."""
+
+    _hook: HookSteps
+
+    def __new__(cls, value: int, hook: HookSteps) -> StepNumber:
+        number = super().__new__(cls, value)
+        number._hook = hook
+        return number
+
+    def __call__(self, global_step: int | None = None) -> contextlib.AbstractContextManager[int]:
+        return self._hook._step_context(global_step)
+
+    def __reduce__(self) -> tuple[Any, tuple[int]]:
+        return int, (int(self),)  # copies and pickles are plain ints
 
 
 class HookSteps:
@@ -103,10 +122,22 @@ class HookSteps:
         """True once the hook has failed (or was closed): it saves nothing more."""
         return self._disabled
 
-    @guarded
     def set_mode(self, mode: ModeKeys | str | int) -> None:
-        """Set the mode of the steps that follow (an open step keeps its own)."""
-        self._steps.mode = ModeKeys.parse(mode)
+        """Set the mode of the steps that follow (an open step keeps its own).
+
+        Raises:
+            SMDebugValueError: ``mode`` names no mode (a ValueError, as in smdebug: a mistake in the
+                call, reported where it is made rather than turned into a disabled hook).
+        """
+        try:
+            parsed = ModeKeys.parse(mode)
+        except ValueError as err:
+            raise SMDebugValueError(f"set_mode: {err}") from err
+        self._set_mode(parsed)
+
+    @guarded
+    def _set_mode(self, mode: ModeKeys) -> None:
+        self._steps.mode = mode
 
     @guarded
     def begin_step(self, global_step: int | None = None) -> None:
@@ -126,9 +157,17 @@ class HookSteps:
         """Finish the open step: its files are complete once this returns (or soon after, see flush)."""
         self._end_step()
 
+    @property
+    def step(self) -> StepNumber:
+        """The current global step, an int as smdebug's ``hook.step`` is (-1 before the first step).
+
+        Calling it is the step context: ``with hook.step(): ...`` = begin_step() ... end_step(), and
+        ``hook.step(global_step)`` jumps ahead as :meth:`begin_step` does.
+        """
+        return StepNumber(self._steps.current.global_step, self)
+
     @contextlib.contextmanager
-    def step(self, global_step: int | None = None) -> Iterator[int]:
-        """``with hook.step(): ...`` = begin_step() ... end_step(); yields the global step."""
+    def _step_context(self, global_step: int | None = None) -> Iterator[int]:
         self.begin_step(global_step)
         try:
             yield self._steps.current.global_step
@@ -196,4 +235,4 @@ class HookSteps:
                 self._out.abort_step()
 
 
-__all__ = ["HookSteps", "guarded"]
+__all__ = ["HookSteps", "StepNumber", "guarded"]

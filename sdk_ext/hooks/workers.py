@@ -1,6 +1,6 @@
 """Which worker a process is, where the framework itself cannot say: launchers' and TensorFlow's environment.
 
-A hook names its process ``worker_{rank}`` (DESIGN.md). Frameworks that know their rank say it first
+A hook names its process ``worker_{rank}`` (docs/FORMAT.md#workers). Frameworks that know their rank say it first
 (``torch.distributed``, ``xgb.collective``, ``jax.process_index()``); these are the other sources, in order:
 
 * ``TF_CONFIG`` (TensorFlow's multi-worker strategies; SageMaker's TensorFlow container sets it per host):

@@ -19,7 +19,7 @@ import threading
 from collections.abc import Callable, MutableMapping, Sequence
 from typing import Any, TypeVar
 
-from sdk_ext.exceptions import ConfigError
+from sdk_ext.exceptions import ConfigError, SMDebugTypeError
 from sdk_ext.hooks import json_config, registry
 
 logger = logging.getLogger(__name__)
@@ -105,6 +105,25 @@ def get_hook(hook_cls: type[H], json_config_path: str | None, create_if_not_exis
             return None
 
 
+def set_hook(custom_hook: Any) -> None:
+    """Make ``custom_hook`` the process's hook (smdebug's ``set_hook``): ``get_hook()`` returns it from now on.
+
+    Raises:
+        SMDebugTypeError: ``custom_hook`` is not an sdk_ext hook.
+    """
+    from sdk_ext.hooks.hook import Hook
+
+    if not isinstance(custom_hook, Hook):
+        raise SMDebugTypeError(f"set_hook takes an sdk_ext hook, got {type(custom_hook).__name__}")
+    registry.register(custom_hook)
+
+
+def del_hook() -> None:
+    """Forget the process's hook (smdebug's ``del_hook``): the next ``get_hook(create_if_not_exists=True)``
+    creates a new one. The forgotten hook is not closed; it still closes at exit."""
+    registry.forget()
+
+
 def ensure_log_output() -> None:
     """A script that configured no logging would never show the hook's messages (errors included):
     send sdk_ext's records to stderr then, as smdebug did."""
@@ -176,5 +195,5 @@ def run_script(module: str, install: Callable[[], object], argv: list[str] | Non
     runpy.run_path(args[0], run_name="__main__")
 
 
-__all__ = ["PatchOnImport", "arm_on_import", "enabled", "ensure_log_output", "get_hook", "install", "run_script",
-           "uninstall"]
+__all__ = ["PatchOnImport", "arm_on_import", "del_hook", "enabled", "ensure_log_output", "get_hook", "install",
+           "run_script", "set_hook", "uninstall"]

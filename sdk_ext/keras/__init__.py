@@ -16,7 +16,7 @@ from sdk_ext.hooks import (
     SaveConfig,
     SaveConfigMode,
 )
-from sdk_ext.keras.zero_change import get_hook
+from sdk_ext.keras.zero_change import del_hook, get_hook, set_hook
 from sdk_ext.modes import ModeKeys
 
 
@@ -37,6 +37,8 @@ __all__ = [
     "ReductionConfig",
     "SaveConfig",
     "SaveConfigMode",
+    "del_hook",
     "get_hook",
     "modes",
+    "set_hook",
 ]

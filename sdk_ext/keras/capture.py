@@ -30,6 +30,8 @@ from typing import Any
 
 import numpy as np
 
+from sdk_ext.hooks.tensors import to_numpy as shared_to_numpy
+
 logger = logging.getLogger(__name__)
 
 _WRAPPED = "_sdk_ext_original"
@@ -46,16 +48,9 @@ def to_numpy(value: Any) -> np.ndarray[Any, Any]:
     inner = getattr(value, "value", None)
     if inner is not None and not callable(inner) and type(value).__name__ in ("Variable", "KerasVariable"):
         value = inner
-    module = type(value).__module__
-    if module.startswith("torch"):
-        from sdk_ext.pytorch.tensors import to_numpy as torch_to_numpy
-
-        return torch_to_numpy(value)
-    if hasattr(value, "numpy") and callable(value.numpy):
-        value = value.numpy()
-    from sdk_ext.format.events import to_numpy as np_to_numpy
-
-    return np_to_numpy(value)
+    if not type(value).__module__.startswith("torch") and hasattr(value, "numpy") and callable(value.numpy):
+        value = value.numpy()  # TensorFlow, JAX
+    return shared_to_numpy(value)
 
 
 def flatten(value: Any) -> list[Any]:
@@ -100,7 +95,8 @@ class GradientTap:
         self._flag_value = False  # what _flag holds (assigned only on change)
         #: True once a compiled (tf.function) step went through the stash.
         self.graph_used = False
-        self._optimizers: list[Any] = []
+        #: The optimizers wrapped, in order.
+        self.optimizers: list[Any] = []
 
     # --- wrapping --------------------------------------------------------------------------------
 
@@ -121,14 +117,14 @@ class GradientTap:
 
         setattr(wrapped, _WRAPPED, apply)
         object.__setattr__(optimizer, "apply", wrapped)
-        self._optimizers.append(optimizer)
+        self.optimizers.append(optimizer)
         return optimizer
 
     def unwrap(self) -> None:
-        for optimizer in self._optimizers:
+        for optimizer in self.optimizers:
             if getattr(optimizer.__dict__.get("apply"), _WRAPPED, None) is not None:
                 object.__delattr__(optimizer, "apply")
-        self._optimizers.clear()
+        self.optimizers.clear()
 
     # --- per step --------------------------------------------------------------------------------
 

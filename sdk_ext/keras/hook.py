@@ -21,8 +21,16 @@ weights, biases and optimizer variables are saved, gradients and layer tensors a
 once at construction). ``steps_per_execution > 1`` makes one step of each execution.
 
 Custom loops: ``wrap_optimizer(opt)``, ``save_gradients(grads, variables)``, ``wrap_tape(tape)``
-(TensorFlow), ``save_tensor``/``save_scalar``, steps by ``hook.step()`` or, with ``wrap_tape``,
-each ``with tape:``.
+(TensorFlow), ``register_model(model)``, ``save_tensor``/``save_scalar``, steps by ``hook.step()`` or,
+with ``wrap_tape``, each ``with tape:`` (a TRAIN step, as in smdebug). A registered model's calls give
+``inputs`` and ``predictions`` (eager calls only); wrapped optimizers give ``optimizer_variables`` at the
+end of each training step. An included collection that a custom loop leaves empty at its first saved
+step gets one warning saying why (what the script must add, or that the values were symbolic).
+
+Values given while no step is open (before the first batch or ``with tape:``, between two ``fit``
+batches) are held for the step that starts next, unless the script drives steps itself: so a
+``save_scalar`` before the first tape step is filed with step 0 and training steps are numbered as
+smdebug numbers them.
 """
 
 from __future__ import annotations
@@ -105,6 +113,14 @@ class KerasHook(keras.callbacks.Callback, BaseHook):  # type: ignore[misc]
         self._io_armed = False
         self._eager = EagerSteps()
         self._training = False
+        self._in_fit = False  # a Keras loop (fit/evaluate/predict) has run: its callbacks drive the steps
+        self._registered = False  # register_model was called: a custom loop's model calls are captured
+        self._saved_colls: set[str] = set()  # collections that got a tensor in the current step
+        self._checked_custom: set[str] = set()  # collections checked for emptiness in a custom loop
+        self._symbolic_io = False  # a registered model ran inside a tf.function: nothing to read
+        #: wrap_tape said once that a tape inside a tf.function makes no steps.
+        self.graph_tape_warned = False
+        self._optimizer_state: dict[int, tuple[int, list[Any]]] = {}  # id -> (variable count, own variables)
         #: Steps run eagerly in graph mode to capture layer tensors, by function (train/test/predict).
         self.eager_steps = self._eager.counts
         unnamed = _unnamed_worker(self.backend)
@@ -129,8 +145,12 @@ class KerasHook(keras.callbacks.Callback, BaseHook):  # type: ignore[misc]
 
     @guarded
     def register_model(self, model: Any) -> None:
-        """Custom loops: name variables as ``fit`` would and capture ``model``'s layer tensors (smdebug's name)."""
+        """Custom loops: name variables as ``fit`` would, and capture ``model``'s layer tensors and its inputs
+        and predictions from its (eager) calls (smdebug's name)."""
         self.set_model(model)
+        self._registered = True
+        if self.backend != "jax" and any(self.policy.could_save(n) for n in _MODEL_IO):
+            capture.wrap_method(model, "call", self._model_call_wrapper)
 
     @guarded
     def on_train_begin(self, logs: Any = None) -> None:
@@ -174,17 +194,17 @@ class KerasHook(keras.callbacks.Callback, BaseHook):  # type: ignore[misc]
 
     @guarded
     def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
-        self._batch_end(logs)
+        self._batch_end(batch, logs)
 
     @guarded
     def on_test_batch_end(self, batch: int, logs: Any = None) -> None:
-        self._batch_end(logs)
+        self._batch_end(batch, logs)
 
     @guarded
     def on_predict_batch_end(self, batch: int, logs: Any = None) -> None:
         if logs and self._in_step and self.policy.active and "outputs" in logs:
             self._save_many("predictions", logs["outputs"])
-        self._batch_end(None)
+        self._batch_end(batch, None)
 
     @guarded
     def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
@@ -223,9 +243,12 @@ class KerasHook(keras.callbacks.Callback, BaseHook):  # type: ignore[misc]
 
     @guarded
     def save_weights(self, variables: Iterable[Any]) -> None:
-        """Save the values of ``variables`` at the current step, named as weights/biases."""
+        """Save the values of ``variables`` at the current step, named as weights/biases (a random
+        generator's state, which Keras does not count among a model's weights, is skipped)."""
         self._ensure_step()
         for v in variables:
+            if names.is_rng_state(v):
+                continue
             name = names.weight_name(names.variable_key(v, self._model_name))
             plan = self.policy.plan(name)
             if plan is not None:
@@ -264,7 +287,7 @@ class KerasHook(keras.callbacks.Callback, BaseHook):  # type: ignore[misc]
         model = self._attached
         if model is None:
             return
-        variables = list(model.weights)
+        variables = [v for v in model.weights if not names.is_rng_state(v)]
         if len(variables) != len(self._weights):
             self._weights = [(names.weight_name(names.variable_key(v, self._model_name)), v) for v in variables]
             self._grad_names = {id(v): names.gradient_name(names.variable_key(v, self._model_name)) for v in variables}
@@ -279,15 +302,32 @@ class KerasHook(keras.callbacks.Callback, BaseHook):  # type: ignore[misc]
 
         return compute_metrics
 
+    def _model_call_wrapper(self, original: Any) -> Any:
+        hook = self
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            outputs = original(*args, **kwargs)
+            if hook._io_armed:
+                inputs = args[:1] if args else list(kwargs.values())[:1]
+                hook._keep_model_io(inputs, None, outputs)
+            return outputs
+
+        return call
+
     def _keep_model_io(self, x: Any, y: Any, y_pred: Any) -> None:
         values = {"inputs": capture.flatten(x), "labels": capture.flatten(y), "predictions": capture.flatten(y_pred)}
         for base, tensors in values.items():
-            if tensors and not any(capture.is_symbolic(t) for t in tensors):
-                self.layers.values.setdefault(f"<model>{base}", ([], [capture.detached(t) for t in tensors]))
+            if not tensors:
+                continue
+            if any(capture.is_symbolic(t) for t in tensors):
+                self._symbolic_io = True
+                continue
+            self.layers.values.setdefault(f"<model>{base}", ([], [capture.detached(t) for t in tensors]))
 
     # --- steps -----------------------------------------------------------------------------------
 
     def _begin_mode(self, mode: ModeKeys) -> None:
+        self._in_fit = True
         if self._in_step:
             self._end_step()
         self._attach(self.model)
@@ -305,21 +345,18 @@ class KerasHook(keras.callbacks.Callback, BaseHook):  # type: ignore[misc]
         if (self._io_armed or self.layers.armed) and self.backend == "tensorflow":
             self._eager.swap(self._attached, self._steps.current.mode)
 
-    def _batch_end(self, logs: Any) -> None:
+    def _batch_end(self, batch: int, logs: Any) -> None:
         if not self._in_step:
             return
         if self.policy.active:
-            if logs:
-                for key, value in logs.items():
-                    if not isinstance(value, (dict, list, tuple)):
-                        self._save_log(key, value)
+            for key, value in {**(logs or {}), "batch": batch}.items():  # smdebug's metrics add the batch index
+                if not isinstance(value, (dict, list, tuple)):
+                    self._save_log(key, value)
             self._refresh_weights()
             for name, var in self._weights:
                 plan = self.policy.plan(name)
                 if plan is not None:
                     self._save(name, plan, var)
-            if self._is_train_step():
-                self._save_optimizer_variables()
         self._end_step()
         self._eager.restore()
 
@@ -330,6 +367,12 @@ class KerasHook(keras.callbacks.Callback, BaseHook):  # type: ignore[misc]
         super()._begin_step(global_step)
         self._grads_saved.clear()
         self._arm(self._steps.current)
+
+    def _holds_values(self) -> bool:
+        # Keras starts the steps (a fit batch, a ``with tape:`` block): a value given while none is open
+        # belongs to the step that starts next. smdebug filed a save_scalar given before the first tape
+        # step with step 0; opening a step of its own for it would number every training step one higher.
+        return not self._in_step and not self._explicit_steps
 
     def _arm(self, step: Step) -> None:
         """Arm the gradient tap and the layer recorder for a step that saves what they capture."""
@@ -357,9 +400,53 @@ class KerasHook(keras.callbacks.Callback, BaseHook):  # type: ignore[misc]
         if self._in_step and self.policy.active and not self._disabled:
             try:
                 self._save_captured()
+                if self._is_train_step():
+                    self._save_optimizer_variables()
+                if not self._in_fit:
+                    self._check_custom_loop()
             finally:
                 self.layers.values.clear()
+        self._saved_colls.clear()
         super()._end_step()
+
+    def _check_custom_loop(self) -> None:
+        """In a custom loop, warn once for each included collection that its first saved step left empty,
+        saying what the script must add (or why it cannot be saved there)."""
+        active = self.policy.active
+        for coll in _CUSTOM_LOOP_SOURCES:
+            if coll in self._checked_custom or coll not in active or not self._included(coll):
+                continue
+            self._checked_custom.add(coll)
+            if coll in self._saved_colls:
+                continue
+            logger.warning(
+                "sdk_ext KerasHook: collection %r is included but this custom training loop saved nothing in it at "
+                "step %d (the first step that saves it): %s", coll, self._steps.current.global_step,
+                self._why_empty(coll),
+            )
+
+    def _included(self, coll: str) -> bool:
+        include = self.policy.include_collections
+        return coll in include or CollectionKeys.ALL in include
+
+    def _why_empty(self, coll: str) -> str:
+        eager_only = ("the model ran inside a tf.function, where its tensors are symbolic: they are saved from "
+                      "eager calls only (run the step eagerly on the steps that save them)")
+        if coll in (CollectionKeys.INPUTS, CollectionKeys.OUTPUTS, CollectionKeys.LAYERS):
+            if not self._registered or self.backend == "jax":
+                return ("the hook sees a model's calls only once it is registered: call hook.register_model(model) "
+                        "before training" + (" (not on the JAX backend)" if self.backend == "jax" else ""))
+            if self._symbolic_io or coll == CollectionKeys.LAYERS:
+                return eager_only
+            return ("a custom loop hands the hook no labels: save them with hook.save_tensor('labels', y, "
+                    "collections_to_write='outputs')" if coll == CollectionKeys.OUTPUTS else
+                    "the registered model was not called during the step")
+        if coll == CollectionKeys.OPTIMIZER_VARIABLES:
+            if not self._optimizers():
+                return "the hook knows no optimizer: wrap it, optimizer = hook.wrap_optimizer(optimizer)"
+            return "the wrapped optimizer has no variables yet (it is built at its first apply)"
+        return ("the hook saw no gradients: use hook.wrap_tape(tf.GradientTape()), hook.wrap_optimizer(optimizer) "
+                "or hook.save_gradients(grads, variables)")
 
     def _save_captured(self) -> None:
         if self.tap.armed:
@@ -448,18 +535,34 @@ class KerasHook(keras.callbacks.Callback, BaseHook):  # type: ignore[misc]
         if plan is not None:
             self._save(key, plan, value)
 
+    def _optimizers(self) -> list[Any]:
+        """The model's optimizer and those given to wrap_optimizer, each once."""
+        found = {id(o): o for o in (getattr(self._attached, "optimizer", None), *self.tap.optimizers) if o is not None}
+        return list(found.values())
+
     def _save_optimizer_variables(self) -> None:
-        optimizer = getattr(self._attached, "optimizer", None)
-        if optimizer is None:
+        optimizers = self._optimizers()
+        if not optimizers:
             return
         coll = self.collection_manager.get(CollectionKeys.OPTIMIZER_VARIABLES)
-        for var in optimizer.variables:
-            name = names.optimizer_variable_name(var)
-            if not coll.has_tensor_name(name):
-                coll.add_tensor_name(name)
-            plan = self.policy.plan(name)
-            if plan is not None:
-                self._save(name, plan, var)
+        for optimizer in optimizers:
+            count = len(getattr(optimizer, "variables", None) or ())
+            cached = self._optimizer_state.get(id(optimizer))
+            if cached is None or cached[0] != count:  # built (or rebuilt) since: find its own variables again
+                cached = (count, names.optimizer_state(optimizer))
+                self._optimizer_state[id(optimizer)] = cached
+            for var in cached[1]:
+                name = names.optimizer_variable_name(var)
+                if not coll.has_tensor_name(name):
+                    coll.add_tensor_name(name)
+                    self.policy.names_changed = True
+                plan = self.policy.plan(name)
+                if plan is not None:
+                    self._save(name, plan, var)
+
+    def _save(self, name: str, plan: TensorPlan, value: Any) -> None:
+        self._saved_colls.update(plan.collections)
+        super()._save(name, plan, value)
 
     def _save_many(self, base: str, tensors: Any) -> None:
         flat = capture.flatten(tensors)
@@ -474,8 +577,17 @@ class KerasHook(keras.callbacks.Callback, BaseHook):  # type: ignore[misc]
     def close(self) -> None:
         try:
             self._eager.restore()
+            if self._held and not self._in_step and not self._closed:
+                # values given after the last batch (a save_scalar after fit): written at close in a step of
+                # their own, which no batch made: a GLOBAL one, like the epoch-end logs, not one more TRAIN step
+                self._steps.mode = ModeKeys.GLOBAL
         finally:
             super().close()
+
+
+#: Collections a custom loop fills only if the script gives the hook what they need.
+_CUSTOM_LOOP_SOURCES = (CollectionKeys.INPUTS, CollectionKeys.OUTPUTS, CollectionKeys.LAYERS,
+                        CollectionKeys.OPTIMIZER_VARIABLES, CollectionKeys.GRADIENTS)
 
 
 def _variants(bases: list[str]) -> list[str]:

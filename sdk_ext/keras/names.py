@@ -60,6 +60,15 @@ def variable_key(variable: Any, model_name: str | None = None) -> str:
     return path.split("/", 1)[1]  # no model known: a model variable's path starts with the model's name
 
 
+def is_rng_state(variable: Any) -> bool:
+    """A Keras 3 random generator's state (``seed_generator_state``, e.g. a Dropout layer's): a variable of
+    ``model.variables`` that Keras does not count among ``model.weights``, so never saved as a weight."""
+    path = getattr(variable, "path", None)
+    if not isinstance(path, str):
+        path = str(getattr(variable, "name", "")).split(":")[0]
+    return path.rpartition("/")[2] == "seed_generator_state"
+
+
 def weight_name(key: str) -> str:
     layer, _, var = key.rpartition("/")
     if not layer:
@@ -69,6 +78,23 @@ def weight_name(key: str) -> str:
 
 def gradient_name(key: str) -> str:
     return f"{GRADIENTS_PREFIX}{key}Grad"
+
+
+def optimizer_state(optimizer: Any) -> list[Any]:
+    """The variables of ``optimizer`` that are its own state (``iteration``, ``learning_rate``, a loss scale),
+    without the slots it keeps per model variable (Adam's m and v: together as large as the model).
+
+    smdebug's ``optimizer_variables`` were the optimizer's scalars (tf.keras 2's iterations and
+    hyperparameters); a Keras 3 slot is named after the variable it shadows (``{variable path with _}_{slot}``).
+    """
+    shadowed = [v.path.replace("/", "_") + "_" for v in getattr(optimizer, "_trainable_variables", None) or ()
+                if isinstance(getattr(v, "path", None), str)]
+    own = []
+    for var in getattr(optimizer, "variables", None) or ():
+        name = str(getattr(var, "name", ""))
+        if not any(name.startswith(prefix) for prefix in shadowed):
+            own.append(var)
+    return own
 
 
 def optimizer_variable_name(variable: Any) -> str:
@@ -86,6 +112,8 @@ __all__ = [
     "KERAS_COLLECTIONS",
     "LOSS_REGEX",
     "gradient_name",
+    "is_rng_state",
+    "optimizer_state",
     "optimizer_variable_name",
     "tensor_names",
     "variable_key",

@@ -31,11 +31,16 @@ _METHODS = ("fit", "evaluate", "predict")
 
 
 def get_hook(json_config_path: str | None = None, create_if_not_exists: bool = False) -> Any:
-    """The process's KerasHook (smdebug's ``get_hook``): the existing one, or (``create_if_not_exists``)
-    a new one from the config. None without a config file, with ``USE_SMDEBUG`` off, or on a bad config."""
+    """The process's KerasHook: the existing one, or (``create_if_not_exists``) a new one from the config.
+    None without a config file, with ``USE_SMDEBUG`` off, or on a bad config. (smdebug's
+    ``get_hook(hook_type, ...)`` is :func:`sdk_ext.tensorflow.get_hook`.)"""
     from sdk_ext.keras.hook import KerasHook
 
     return shared.get_hook(KerasHook, json_config_path, create_if_not_exists, _state)
+
+
+set_hook = shared.set_hook
+del_hook = shared.del_hook
 
 
 def install(json_config_path: str | None = None) -> bool:
@@ -68,7 +73,7 @@ def _patch_keras(keras: Any) -> None:
             @functools.wraps(original)
             def call(self: Any, *args: Any, **kwargs: Any) -> Any:
                 try:
-                    hook = get_hook(_state["path"], create_if_not_exists=True)
+                    hook = get_hook(json_config_path=_state["path"], create_if_not_exists=True)
                     if hook is not None:
                         bound = signature.bind(self, *args, **kwargs)
                         bound.arguments["callbacks"] = _with_hook(bound.arguments.get("callbacks"), hook)
@@ -99,4 +104,4 @@ def uninstall() -> None:
     shared.uninstall(_state, restore, patched=False)
 
 
-__all__ = ["get_hook", "install", "uninstall"]
+__all__ = ["del_hook", "get_hook", "install", "set_hook", "uninstall"]

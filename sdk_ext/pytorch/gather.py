@@ -14,18 +14,22 @@ members of a group send their pieces to each other. So under HSDP each replica's
 trial (the workers of a replica hold the same values), and a drifting replica can be seen.
 
 What travels. A member sends its piece, once, to each writer of its group, over point-to-point
-sends on a gloo group of the hook's own (CPU tensors: a GPU piece is copied to the host first),
-never through the job's NCCL communicator. When the tensor's plan needs only reductions (min, max,
+sends on a gloo group of the hook's own, never through the job's NCCL communicator. When the tensor's plan needs only reductions (min, max,
 mean, sum, prod, std, variance, l1, l2 of a floating-point tensor), each member sends 9 partial
 statistics per variant (plain, abs) instead, and the writer merges them (Chan's pairwise update
 for the variance); a shape-only plan sends nothing. So on a saved step a rank receives less than
 the bytes of the tensors it writes, and sends its own pieces once per writer; a step that saves no
 sharded tensor moves nothing.
 
-Memory. Tensors go in rounds of at most ``GatherConfig.buffer_bytes`` (256 MiB,
-``SDK_EXT_GATHER_BUFFER_BYTES``) of logical tensors, or one tensor when it is larger: per round a
-writer holds the received pieces and the assembled tensors (twice the round's bytes at most), and
-every member holds host copies of its own pieces of the round.
+Copies and memory. Pieces over 64 KiB are sent as they are and land in place: a piece that is one
+contiguous range of the whole tensor (FSDP1's flat ranges, FSDP2's row shards) is received straight
+into it, any other into a buffer first; smaller pieces travel together in one message per pair of
+ranks (a copy each way, fewer messages); a GPU piece is copied to the host. Tensors go in rounds of at most
+``GatherConfig.buffer_bytes`` (256 MiB, ``SDK_EXT_GATHER_BUFFER_BYTES``) of logical tensors, or one
+tensor when it is larger: a writer holds the round's whole tensors (plus buffers for pieces that are
+not contiguous, at most as much again); a member holds nothing more (host copies of GPU pieces).
+The weights collected at the start of a step complete when its backward ends (their transfers
+overlap with forward and backward, which leave the shards unchanged); gradients complete at once.
 
 Agreement. Which tensors are collected, in which order and rounds, follows from the save policy
 (the same on every rank: same configuration, same step) and from the layouts the ranks exchange
@@ -52,15 +56,11 @@ import torch
 from sdk_ext.exceptions import SdkExtError
 from sdk_ext.hooks.output import Reductions
 from sdk_ext.hooks.policy import TensorPlan
+from sdk_ext.pytorch.partial_stats import MERGEABLE, NSTATS, merge_stats, partial_stats, stat_value
 from sdk_ext.pytorch.wrappers import Region, ShardedSource
 
 logger = logging.getLogger(__name__)
 
-_ALIGN = 16  # every piece starts at a multiple of this in a message, so it can be viewed as its dtype
-_MERGEABLE = frozenset({"min", "max", "mean", "sum", "prod", "std", "variance", "l1", "l2"})
-# partial statistics of a piece, in this order
-_N, _MIN, _MAX, _SUM, _PROD, _MEAN, _M2, _SUMSQ, _SUMABS = range(9)
-_NSTATS = 9
 
 
 class GatherError(SdkExtError):
@@ -117,12 +117,61 @@ class _Task:
         if self.mode == "raw":
             return self.regions[rank].numel * self.source.dtype.itemsize
         if self.mode == "stats":
-            return _NSTATS * 8 * len(self.variants)
+            return NSTATS * 8 * len(self.variants)
         return 0
+
+
+@dataclass(slots=True)
+class _Round:
+    """One round of transfers in flight, and what is needed to finish it."""
+
+    tasks: list[_Task]
+    write: Writer
+    works: list[tuple[str, Any]] = field(default_factory=list)
+    buffers: list[torch.Tensor] = field(default_factory=list)  # what transfers read or fill, alive until they end
+    # peer -> (its header, [(task index, task, where its piece lands, whether that is the whole tensor)])
+    inbox: dict[int, tuple[torch.Tensor, list[tuple[int, _Task, torch.Tensor, bool]]]] = field(default_factory=dict)
+    own: dict[int, Any] = field(default_factory=dict)  # task index -> this rank's part (see _finish)
+    absent: set[int] = field(default_factory=set)  # tasks this rank has no value for
+
+    def post(self, work: Any, buffer: torch.Tensor, what: str) -> None:
+        self.works.append((what, work))
+        self.buffers.append(buffer)
+
+
+_PLACED = object()  # a piece received straight into the whole tensor
+_INLINE = 64 << 10  # pieces up to this size travel inside their header message; larger ones on their own
+_ALIGN = 16  # pieces start at multiples of this in a header message, so they can be viewed as their dtype
 
 
 def _aligned(n: int) -> int:
     return (n + _ALIGN - 1) // _ALIGN * _ALIGN
+
+
+def _header_size(tasks: Sequence[_Task], sender: int) -> int:
+    """A presence byte per task, then the small pieces (aligned)."""
+    return _aligned(len(tasks)) + sum(_aligned(n) for t in tasks if (n := t.payload_bytes(sender)) <= _INLINE)
+
+
+def _in_place(task: _Task, member: int, full: Any) -> torch.Tensor | None:
+    """Where ``member``'s piece lands in the whole tensor ``full`` as bytes, when it is one contiguous
+    range there (FSDP1's flat ranges, row blocks of Shard(0)); None otherwise."""
+    if task.mode != "raw" or not isinstance(full, torch.Tensor):
+        return None
+    region, shape = task.regions[member], task.source.shape
+    if region.flat:
+        start, length = region.offsets[0], region.sizes[0]
+    else:
+        # contiguous in row-major order: every dimension after the first split one is whole, and
+        # every dimension before it has size 1
+        split = next((d for d, (o, n) in enumerate(zip(region.offsets, region.sizes)) if n != shape[d]), len(shape))
+        if any(region.sizes[d] != shape[d] for d in range(split + 1, len(shape))):
+            return None
+        if any(region.sizes[d] != 1 for d in range(split)):
+            return None
+        start = sum(o * math.prod(shape[d + 1 :]) for d, o in enumerate(region.offsets))
+        length = region.numel
+    return full.view(-1)[start : start + length].view(torch.uint8)
 
 
 class ShardGather:
@@ -145,6 +194,7 @@ class ShardGather:
         self._group: Any = None
         self._layouts: dict[str, list[tuple[Region | None, tuple[int, ...]]]] | None = None
         self._skipped: set[str] = set()  # keys whose layout cannot be collected (warned once)
+        self._pending: _Round | None = None  # the last round of the last collection, in flight
 
     # --- setup -----------------------------------------------------------------------------------
 
@@ -175,13 +225,19 @@ class ShardGather:
 
     # --- one collection --------------------------------------------------------------------------
 
-    def collect(self, items: Sequence[Item], write: Writer) -> None:
+    def collect(self, items: Sequence[Item], write: Writer, *, defer: bool = False) -> None:
         """Collect ``items`` (the same list, in the same order, on every rank that holds them) and
-        call ``write`` on each writing rank for each tensor it writes.
+        have ``write`` called on each writing rank for each tensor it writes.
+
+        Pieces are sent as they are, without a copy: they must not change until the collection
+        completes. With ``defer`` (the caller knows they will not change before it calls
+        :meth:`finish`), the last round is only started here and completes in :meth:`finish`, so that
+        its transfers overlap with training. A new collection finishes the previous one first.
 
         Raises:
             GatherError: a transfer did not complete within the timeout.
         """
+        self.finish()
         if not items:
             return
         layouts = self._ensure_layouts()
@@ -190,9 +246,24 @@ class ShardGather:
             task = self._task(item, layouts)
             if task is not None:
                 by_group.setdefault(task.source.group, []).append(task)
-        for group in sorted(by_group):  # one global order, so ranks in several groups never wait in a cycle
-            for chunk in self._rounds(by_group[group]):
-                self._exchange(chunk, write)
+        # one global order of rounds, so ranks in several groups never wait in a cycle
+        rounds = [chunk for group in sorted(by_group) for chunk in self._rounds(by_group[group])]
+        for i, chunk in enumerate(rounds):
+            pending = self._start(chunk, write)
+            if defer and i + 1 == len(rounds):
+                self._pending = pending
+            else:
+                self._complete(pending)
+
+    def finish(self) -> None:
+        """Complete the transfers :meth:`collect` left running, and write what they bring.
+
+        Raises:
+            GatherError: a transfer did not complete within the timeout.
+        """
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            self._complete(pending)
 
     def _task(self, item: Item, layouts: Mapping[str, list[tuple[Region | None, tuple[int, ...]]]]) -> _Task | None:
         source = self.sources.get(item.key)
@@ -219,7 +290,7 @@ class ShardGather:
         if numel == 0:
             mode = "shape"
         elif (self._need_array(plan) or not source.dtype.is_floating_point
-              or any(op not in _MERGEABLE for op, _ in plan.ops)):
+              or any(op not in MERGEABLE for op, _ in plan.ops)):
             mode = "raw"
         elif plan.ops:
             mode = "stats"
@@ -248,72 +319,99 @@ class ShardGather:
         return [t for t in tasks if t.mode != "shape" and sender in t.members and receiver in t.receivers
                 and sender != receiver]
 
-    def _exchange(self, tasks: Sequence[_Task], write: Writer) -> None:
-        """One round: send this rank's pieces to each receiver, receive from each member, then write."""
+    def _start(self, tasks: Sequence[_Task], write: Writer) -> _Round:
+        """Post one round. To each writer: a header message (one presence byte per tensor it gets from
+        this rank, then the pieces of up to 64 KiB, copied in), then each larger piece as it is (no copy:
+        the caller keeps the pieces unchanged until the round completes). From each member: the header,
+        then each larger piece straight into its place in the whole tensor when the piece is contiguous
+        there (else into a buffer). This rank's own piece of each tensor it writes is placed now."""
         import torch.distributed as dist
 
         me = self.rank
-        works: list[tuple[str, Any]] = []
-        inbox: dict[int, tuple[torch.Tensor, list[_Task]]] = {}
-        peers = sorted({r for t in tasks for r in (*t.members, *t.receivers)} - {me})
+        current = _Round(list(tasks), write)
         local: dict[int, torch.Tensor | np.ndarray[Any, Any] | None] = {}  # task index -> this rank's payload
         index = {id(t): i for i, t in enumerate(tasks)}
-        for peer in peers:
+
+        def mine(task: _Task) -> Any:
+            i = index[id(task)]
+            if i not in local:
+                local[i] = self._local_payload(task)
+            return local[i]
+
+        for i, task in enumerate(tasks):  # the whole tensors this rank writes, its own piece in place
+            if me not in task.receivers or task.mode == "shape":
+                continue
+            payload = mine(task) if me in task.members else None
+            if me in task.members and payload is None:
+                current.absent.add(i)
+            elif task.mode == "raw":
+                full = torch.empty(task.source.shape, dtype=task.source.dtype)
+                if isinstance(payload, torch.Tensor):
+                    task.regions[me].place(full, payload)
+                current.own[i] = full
+            else:
+                current.own[i] = payload
+        for peer in sorted({r for t in tasks for r in (*t.members, *t.receivers)} - {me}):
             outgoing = self._carried(tasks, me, peer)
             if outgoing:
-                message = self._pack(outgoing, local, index)
-                works.append((f"sending to rank {peer}", dist.isend(message, dst=peer, group=self._group)))
+                payloads = [mine(t) for t in outgoing]
+                header = torch.empty(_header_size(outgoing, me), dtype=torch.uint8)  # gaps are never read
+                pos = _aligned(len(outgoing))
+                for j, (task, payload) in enumerate(zip(outgoing, payloads)):
+                    header[j] = 0 if payload is None else 1
+                    nbytes = task.payload_bytes(me)
+                    if nbytes <= _INLINE:  # small: inside the header message (one message, not many)
+                        if payload is not None:
+                            header[pos : pos + nbytes] = _as_bytes(payload)
+                        pos += _aligned(nbytes)
+                current.post(dist.isend(header, dst=peer, group=self._group), header, f"sending to rank {peer}")
+                for task, payload in zip(outgoing, payloads):
+                    if task.payload_bytes(me) > _INLINE:
+                        data = _as_bytes(payload) if payload is not None else torch.zeros(task.payload_bytes(me),
+                                                                                           dtype=torch.uint8)
+                        current.post(dist.isend(data, dst=peer, group=self._group), data, f"sending to rank {peer}")
             incoming = self._carried(tasks, peer, me)
             if incoming:
-                buffer = torch.empty(self._message_size(incoming, peer), dtype=torch.uint8)
-                inbox[peer] = (buffer, incoming)
-                works.append((f"receiving from rank {peer}", dist.irecv(buffer, src=peer, group=self._group)))
-        for what, work in works:
+                header = torch.empty(_header_size(incoming, peer), dtype=torch.uint8)
+                current.post(dist.irecv(header, src=peer, group=self._group), header, f"receiving from rank {peer}")
+                slots: list[tuple[int, _Task, torch.Tensor, bool]] = []
+                pos = _aligned(len(incoming))
+                for task in incoming:
+                    i, nbytes = index[id(task)], task.payload_bytes(peer)
+                    if nbytes <= _INLINE:
+                        slots.append((i, task, header[pos : pos + nbytes], False))
+                        pos += _aligned(nbytes)
+                        continue
+                    target = _in_place(task, peer, current.own.get(i))
+                    slot = target if target is not None else torch.empty(nbytes, dtype=torch.uint8)
+                    current.post(dist.irecv(slot, src=peer, group=self._group), slot, f"receiving from rank {peer}")
+                    slots.append((i, task, slot, target is not None))
+                current.inbox[peer] = (header, slots)
+        return current
+
+    def _complete(self, current: _Round) -> None:
+        """Wait for a round's transfers, then put each tensor together and write it."""
+        for what, work in current.works:
             self._wait(work, what)
-        if me not in {r for t in tasks for r in t.receivers}:
-            return
-        received: dict[tuple[int, int], torch.Tensor | np.ndarray[Any, Any] | None] = {}
-        for peer, (buffer, incoming) in inbox.items():
-            pos = _aligned(len(incoming))
-            for i, task in enumerate(incoming):
-                nbytes = task.payload_bytes(peer)
-                raw = buffer[pos : pos + nbytes]
-                received[(index[id(task)], peer)] = _from_bytes(raw, task) if buffer[i] else None
-                pos += _aligned(nbytes)
+        me, tasks = self.rank, current.tasks
+        received: dict[tuple[int, int], Any] = {}
+        for peer, (header, slots) in current.inbox.items():
+            for (i, task, slot, placed), present in zip(slots, header[: len(slots)].tolist()):
+                if not present:
+                    received[(i, peer)] = None
+                else:
+                    received[(i, peer)] = _PLACED if placed else _from_bytes(slot, task)
         for i, task in enumerate(tasks):
             if me not in task.receivers:
                 continue
-            pieces: dict[int, Any] = {}
-            for member in task.members if task.mode != "shape" else ():
-                if member == me:
-                    if i not in local:
-                        local[i] = self._local_payload(task)
-                    pieces[member] = local[i]
-                else:
-                    pieces[member] = received[(i, member)]
-            if any(p is None for p in pieces.values()):
+            if task.mode == "shape":
+                current.write(task.item, None, {}, task.source.shape)
+                continue
+            others = {m: received[(i, m)] for m in task.members if m != me}
+            if i in current.absent or any(p is None for p in others.values()):
                 continue  # some rank has no value (no gradient): nothing to write
-            self._finish(task, pieces, write)
-
-    def _pack(self, tasks: Sequence[_Task], local: dict[int, Any], index: Mapping[int, int]) -> torch.Tensor:
-        """One message: a presence byte per task (aligned), then each payload at an aligned offset."""
-        message = torch.zeros(self._message_size(tasks, self.rank), dtype=torch.uint8)
-        pos = _aligned(len(tasks))
-        for i, task in enumerate(tasks):
-            key = index[id(task)]
-            if key not in local:
-                local[key] = self._local_payload(task)
-            payload = local[key]
-            nbytes = task.payload_bytes(self.rank)
-            if payload is not None:
-                message[i] = 1
-                message[pos : pos + nbytes] = _as_bytes(payload)
-            pos += _aligned(nbytes)
-        return message
-
-    @staticmethod
-    def _message_size(tasks: Sequence[_Task], sender: int) -> int:
-        return _aligned(len(tasks)) + sum(_aligned(t.payload_bytes(sender)) for t in tasks)
+            self._finish(task, current.own.get(i), {m: p for m, p in others.items() if p is not _PLACED},
+                         current.write)
 
     def _local_payload(self, task: _Task) -> torch.Tensor | np.ndarray[Any, Any] | None:
         """This rank's contribution to ``task``: its piece (raw) or its partial statistics; None if it has none."""
@@ -327,27 +425,30 @@ class ShardGather:
             return None
         if task.mode == "stats":
             return np.concatenate([partial_stats(piece, abs_=a) for a in task.variants])
+        if piece.dtype != task.source.dtype:  # a gradient kept in another dtype than its parameter's
+            piece = piece.to(task.source.dtype)
         return piece.detach().reshape(-1).cpu()
 
-    def _finish(self, task: _Task, pieces: Mapping[int, Any], write: Writer) -> None:
+    def _finish(self, task: _Task, own: Any, others: Mapping[int, Any], write: Writer) -> None:
+        """Write one tensor: ``own`` is this rank's part (the tensor with its own piece placed, or its
+        statistics; None when it holds no piece), ``others`` the members' pieces."""
         shape = task.source.shape
         if task.mode == "raw":
-            full = torch.empty(shape, dtype=task.source.dtype)
-            for member, piece in pieces.items():
+            full = own if own is not None else torch.empty(shape, dtype=task.source.dtype)
+            for member, piece in others.items():
                 task.regions[member].place(full, piece)
             write(task.item, full, {}, shape)
-        elif task.mode == "stats":
-            stats = np.stack([np.asarray(p, dtype=np.float64) for p in pieces.values()])
-            out_dtype = np.float64 if task.source.dtype.itemsize > 4 else np.float32
-            reductions: Reductions = {}
-            for i, variant in enumerate(task.variants):
-                merged = merge_stats(stats[:, i * _NSTATS : (i + 1) * _NSTATS])
-                for op, is_abs in task.item.plan.ops:
-                    if is_abs == variant:
-                        reductions[(op, is_abs)] = np.array([stat_value(merged, op)], dtype=out_dtype)
-            write(task.item, None, reductions, shape)
-        else:
-            write(task.item, None, {}, shape)
+            return
+        parts = ([] if own is None else [own]) + list(others.values())
+        stats = np.stack([np.asarray(p, dtype=np.float64) for p in parts])
+        out_dtype = np.float64 if task.source.dtype.itemsize > 4 else np.float32
+        reductions: Reductions = {}
+        for i, variant in enumerate(task.variants):
+            merged = merge_stats(stats[:, i * NSTATS : (i + 1) * NSTATS])
+            for op, is_abs in task.item.plan.ops:
+                if is_abs == variant:
+                    reductions[(op, is_abs)] = np.array([stat_value(merged, op)], dtype=out_dtype)
+        write(task.item, None, reductions, shape)
 
     def _wait(self, work: Any, what: str) -> None:
         assert self._config is not None
@@ -361,9 +462,10 @@ class ShardGather:
 
 
 def _as_bytes(payload: torch.Tensor | np.ndarray[Any, Any]) -> torch.Tensor:
+    """The payload's bytes, as a view when it is contiguous (no copy)."""
     if isinstance(payload, np.ndarray):
         return torch.from_numpy(np.ascontiguousarray(payload, dtype=np.float64).view(np.uint8))
-    return payload.contiguous().view(torch.uint8).reshape(-1)
+    return payload.contiguous().view(-1).view(torch.uint8)
 
 
 def _from_bytes(raw: torch.Tensor, task: _Task) -> torch.Tensor | np.ndarray[Any, Any]:
@@ -372,67 +474,4 @@ def _from_bytes(raw: torch.Tensor, task: _Task) -> torch.Tensor | np.ndarray[Any
     return raw.view(task.source.dtype)
 
 
-# --- partial statistics ---------------------------------------------------------------------------
-
-
-def partial_stats(piece: torch.Tensor, *, abs_: bool) -> np.ndarray[Any, Any]:
-    """The 9 statistics of one piece (count, min, max, sum, prod, mean, M2, sum of squares, sum of |x|),
-    in float64, from which :func:`merge_stats` gives every mergeable reduction of the whole tensor."""
-    with torch.no_grad():
-        x = piece.detach().reshape(-1).to(torch.float64)
-        if abs_:
-            x = x.abs()
-        n = x.numel()
-        if n == 0:
-            return np.array([0, np.inf, -np.inf, 0, 1, 0, 0, 0, 0], dtype=np.float64)
-        mean = x.mean()
-        values = torch.stack([
-            torch.tensor(float(n), dtype=torch.float64, device=x.device), x.min(), x.max(), x.sum(), x.prod(), mean,
-            ((x - mean) ** 2).sum(), (x * x).sum(), x.abs().sum(),
-        ])
-        return values.cpu().numpy()
-
-
-def merge_stats(parts: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
-    """Statistics of the union of pieces (one row of :func:`partial_stats` each)."""
-    parts = parts[parts[:, _N] > 0]
-    out = np.zeros(_NSTATS, dtype=np.float64)
-    n = parts[:, _N].sum()
-    out[_N] = n
-    out[_MIN], out[_MAX] = parts[:, _MIN].min(), parts[:, _MAX].max()
-    out[_SUM], out[_PROD] = parts[:, _SUM].sum(), np.prod(parts[:, _PROD])
-    mean = out[_SUM] / n
-    out[_MEAN] = mean
-    out[_M2] = (parts[:, _M2] + parts[:, _N] * (parts[:, _MEAN] - mean) ** 2).sum()
-    out[_SUMSQ], out[_SUMABS] = parts[:, _SUMSQ].sum(), parts[:, _SUMABS].sum()
-    return out
-
-
-def stat_value(stats: np.ndarray[Any, Any], op: str) -> float:
-    """One reduction from merged statistics (population std/variance, as :mod:`sdk_ext.format.reductions`)."""
-    n = stats[_N]
-    value: float
-    if op == "min":
-        value = stats[_MIN]
-    elif op == "max":
-        value = stats[_MAX]
-    elif op == "mean":
-        value = stats[_MEAN]
-    elif op == "sum":
-        value = stats[_SUM]
-    elif op == "prod":
-        value = stats[_PROD]
-    elif op == "variance":
-        value = stats[_M2] / n
-    elif op == "std":
-        value = math.sqrt(stats[_M2] / n)
-    elif op == "l1":
-        value = stats[_SUMABS]
-    elif op == "l2":
-        value = math.sqrt(stats[_SUMSQ])
-    else:
-        raise ValueError(f"reduction {op!r} cannot be merged from pieces")
-    return float(value)
-
-
-__all__ = ["GatherConfig", "GatherError", "Item", "ShardGather", "merge_stats", "partial_stats", "stat_value"]
+__all__ = ["GatherConfig", "GatherError", "Item", "ShardGather"]

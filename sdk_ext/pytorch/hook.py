@@ -8,14 +8,20 @@
 
 Names (smdebug's): parameters ``{ModelClass}_{param path}`` (``Net_fc1.weight``), gradients
 ``gradient/`` + that, module tensors ``{module path}_input_{i}`` / ``_output_{i}`` (the model itself
-and losses by class name: ``Net_output_0``, ``CrossEntropyLoss_output_0``). Parameters are saved at
-the start of a saved step (before that step's update); gradients as backward produces them (a
-rank's own gradients, before any all-reduce). A ``torch.compile``'d model is named like its
-original; its submodules' inputs/outputs are not captured (hooks inside a compiled graph would
-force recompiles), everything else is.
+and losses by class name: ``Net_output_0``, ``CrossEntropyLoss_output_0``). The class and paths are
+the user's model's, whatever wraps it (FSDP1, FSDP2, checkpoint wrappers, torch.compile:
+:mod:`sdk_ext.pytorch.wrappers`); DDP keeps smdebug's ``DistributedDataParallel_module...`` names.
+Parameters are saved at the start of a saved step (before that step's update); gradients of plain
+parameters as backward produces them (a rank's own gradients, before any all-reduce). A sharded
+parameter (FSDP, DTensor) is saved whole, its pieces put together on the writing ranks
+(:mod:`sdk_ext.pytorch.gather`); its gradient is the reduced one, taken when backward ends. A
+``torch.compile``'d model is named like its original; its submodules' inputs/outputs are not captured
+(hooks inside a compiled graph would force recompiles), everything else is. A forward that activation
+checkpointing recomputes during backward is not saved again.
 
 Cost: hooks on submodules are registered only for modules an included collection can claim, and
-gradient hooks only during saved steps, so a step that saves nothing costs two Python calls.
+gradient hooks only during saved steps, so a step that saves nothing costs two Python calls (and no
+communication, sharded or not).
 Workers: ``worker_{rank}`` of ``torch.distributed`` when it is initialized.
 
 ``torch.save(model)`` works with the hook registered: the model pickles without the hook and loads
@@ -42,6 +48,7 @@ from sdk_ext.hooks.workers import launcher_rank
 from sdk_ext.profiler.config import ProfilingConfig
 from sdk_ext.profiler.timeline import StepTimeline
 from sdk_ext.pytorch import wrappers
+from sdk_ext.pytorch.extensions import CUSTOM_MODULE_PATH, ExtensionPoints, check_overrides
 from sdk_ext.pytorch.gather import Item, ShardGather
 from sdk_ext.pytorch.tensors import iter_tensors, to_numpy, torch_reductions
 from sdk_ext.pytorch.wrappers import ShardedSource
@@ -64,11 +71,24 @@ def _unwrap_compiled(module: nn.Module) -> tuple[nn.Module, bool]:
     return module, False
 
 
-class Hook(BaseHook):
-    """Saves tensors of a PyTorch training job. Same constructor as :class:`sdk_ext.hooks.Hook`."""
+class Hook(ExtensionPoints, BaseHook):
+    """Saves tensors of a PyTorch training job. Same constructor as :class:`sdk_ext.hooks.Hook`.
+
+    Subclasses may override smdebug's extension points (``forward_hook``, ``forward_pre_hook``,
+    ``backward_hook``, ``_write_inputs``/``_write_outputs``): see :mod:`sdk_ext.pytorch.extensions`.
+
+    Raises:
+        SMDebugNotImplementedError: a subclass overrides an smdebug internal this hook never calls.
+    """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        #: the extension points a subclass overrides (checked before anything is created)
+        self._overrides = check_overrides(type(self), Hook)
         super().__init__(*args, **kwargs)
+        #: the last step that saved a module tensor (smdebug's attribute; subclasses may set it)
+        self.last_saved_step: int | None = None
+        self._custom_modules = bool(self._overrides & CUSTOM_MODULE_PATH)
+        self._custom_backward = "backward_hook" in self._overrides
         self._model: nn.Module | None = None
         self._compiled = False
         self._params: list[tuple[str, nn.Parameter]] = []
@@ -137,23 +157,38 @@ class Hook(BaseHook):
             self._gather.setup()  # collectives, while every rank registers its model
         for path, sub in wrappers.named_modules(module):
             self._module_names[sub] = path if path else prefix
+            sub._module_name = path if path else prefix  # type: ignore[assignment]  # smdebug's str attribute
         if self._compiled:
             del self._module_names[inner]
             self._module_names[module] = prefix
         # first, so that it runs before FSDP2's own pre-forward hook unshards the parameters
-        module.register_forward_pre_hook(self._forward_pre, prepend=True)
+        overridden_pre = "forward_pre_hook" in self._overrides
+        module.register_forward_pre_hook(self.forward_pre_hook if overridden_pre else self._forward_pre, prepend=True)
+        if self._custom_modules:  # as smdebug: forward_hook on the model and every submodule, at every step
+            for sub in list(self._module_names):
+                sub.register_forward_hook(self.forward_hook)
+        if self._custom_backward:  # as smdebug: backward_hook(name) on every parameter that requires grad
+            for name, tensor in self._params:
+                if tensor.requires_grad:
+                    tensor.register_hook(self.backward_hook(name))  # type: ignore[no-untyped-call]
         if during_forward:
-            self._forward_pre(module, None)
+            (self.forward_pre_hook if overridden_pre else self._forward_pre)(module, None)
 
-    register_hook = register_module
+    def register_hook(self, module: nn.Module) -> None:
+        """smdebug's other name for :meth:`register_module`."""
+        self.register_module(module)
 
     @guarded
     def register_loss(self, loss_module: nn.Module) -> None:
         """Save the inputs/outputs of a loss module (``{LossClass}_output_0``) when collections claim them."""
         self._module_names[loss_module] = type(loss_module).__name__
+        loss_module._module_name = type(loss_module).__name__  # type: ignore[assignment]  # a str attribute
         if loss_module not in self._losses:
             self._losses.append(loss_module)
             self._hooks_version = None
+            if self._custom_modules:
+                loss_module.register_forward_hook(self.forward_hook)
+                return
             if self._in_step and self.policy.active and self._params_saved_at == self._steps.current.global_step:
                 # registered in the middle of a saved step (zero-change: during its first call)
                 self._step_handles.append(loss_module.register_forward_hook(self._forward_post))
@@ -210,15 +245,19 @@ class Hook(BaseHook):
             plan = self.policy.plan(name)
             if plan is not None:
                 self._save(name, plan, param.data)
-        if self._sharded_candidates:
-            self._collect_sharded(self._sharded_candidates, grads=False)
         handles = self._step_handles
         self._grads_armed = False
+        sharded_grads = torch.is_grad_enabled() and any(
+            self.policy.plan(n) is not None for n in self._sharded_grad_candidates)
+        if self._sharded_candidates:
+            # the shards do not change until backward ends, where the gradients' collection finishes
+            # this one: its transfers overlap with forward and backward
+            self._collect_sharded(self._sharded_candidates, grads=False, defer=sharded_grads)
         if torch.is_grad_enabled():
             for name, param in self._grad_candidates:
                 if self.policy.plan(name) is not None:
                     handles.append(param.register_hook(self._gradient_saver(name)))  # type: ignore[no-untyped-call]
-            if any(self.policy.plan(n) is not None for n in self._sharded_grad_candidates):
+            if sharded_grads:
                 assert self._model is not None
                 handles.append(self._model.register_forward_hook(self._arm_backward))
         for mod in self._module_candidates:  # picked up by this very call too (torch reads them after forward)
@@ -239,13 +278,17 @@ class Hook(BaseHook):
         return self._out is None or not self._out.step_open
 
     def _end_step(self) -> None:
-        if self._step_handles:
-            for handle in self._step_handles:
-                handle.remove()
-            self._step_handles.clear()
-        if self._counts:
-            self._counts.clear()
-        super()._end_step()
+        try:
+            if self._gather is not None:
+                self._gather.finish()  # sharded tensors still in flight go into this step's files
+        finally:
+            if self._step_handles:
+                for handle in self._step_handles:
+                    handle.remove()
+                self._step_handles.clear()
+            if self._counts:
+                self._counts.clear()
+            super()._end_step()
 
     def _sync_candidates(self) -> None:
         """Which parameters, gradients and modules collections can claim (recomputed when collections change)."""
@@ -255,11 +298,15 @@ class Hook(BaseHook):
             return
         policy = self.policy
         self._param_candidates = [(n, p) for n, p in self._params if policy.could_save(n)]
-        self._grad_candidates = [
+        self._grad_candidates = [] if self._custom_backward else [
             (GRADIENT_PREFIX + n, p) for n, p in self._params if p.requires_grad and policy.could_save(GRADIENT_PREFIX + n)
         ]
         self._sharded_candidates = [n for n in self._sharded if policy.could_save(n)]
         self._sharded_grad_candidates = [GRADIENT_PREFIX + n for n in self._sharded if policy.could_save(GRADIENT_PREFIX + n)]
+        if self._custom_modules:  # forward_hook is registered on every module for good (register_module)
+            self._module_candidates = []
+            self._hooks_version = self.collection_manager.version
+            return
         modules = list(self._losses)
         for module, name in self._module_names.items():
             claimed = any(
@@ -281,7 +328,7 @@ class Hook(BaseHook):
             pending = [m for m in coll.modules if m[0] in self._module_names]
             for entry in pending:
                 module, inputs, outputs = entry
-                name = re.escape(self._module_names[module])  # type: ignore[index]
+                name = re.escape(self._module_names[module])
                 regexes = ([f"^{name}_input_"] if inputs else []) + ([f"^{name}_output_"] if outputs else [])
                 coll.modules.remove(entry)
                 if regexes:
@@ -289,7 +336,7 @@ class Hook(BaseHook):
 
     # --- sharded parameters (FSDP, DTensor): see sdk_ext.pytorch.gather ------------------------------
 
-    def _collect_sharded(self, names: list[str], *, grads: bool) -> None:
+    def _collect_sharded(self, names: list[str], *, grads: bool, defer: bool = False) -> None:
         """Collect the sharded weights (or gradients) of ``names`` that this step saves; every rank
         calls this at the same point with the same names (the policy is the same everywhere)."""
         items = []
@@ -303,7 +350,7 @@ class Hook(BaseHook):
         if not items:
             return
         if self._gather is not None:
-            self._gather.collect(items, self._write_collected)
+            self._gather.collect(items, self._write_collected, defer=defer)
 
     def _write_collected(self, item: Item, full: torch.Tensor | None, reductions: dict[tuple[str, bool], Any],
                          shape: tuple[int, ...]) -> None:
@@ -359,19 +406,24 @@ class Hook(BaseHook):
             return  # in backward: activation checkpointing recomputes a forward already saved
         name = self._module_names.get(module)
         if name is not None:
-            self._save_module_tensors(name, "_input_", inputs)
-            self._save_module_tensors(name, "_output_", outputs)
+            saved = self._save_module_tensors(name, "_input_", inputs)
+            if self._save_module_tensors(name, "_output_", outputs) or saved:
+                self.last_saved_step = self._steps.current.global_step
 
-    def _save_module_tensors(self, module_name: str, suffix: str, value: Any) -> None:
+    def _save_module_tensors(self, module_name: str, suffix: str, value: Any) -> bool:
+        """Save the tensors of ``value`` the step claims; True if it saved any."""
         base = module_name + suffix
         index = self._counts.get(base, 0)
+        saved = False
         for tensor in iter_tensors(value):
             name = f"{base}{index}"
             index += 1
             plan = self.policy.plan(name)
             if plan is not None:
                 self._save(name, plan, tensor)
+                saved = True
         self._counts[base] = index
+        return saved
 
     # --- values ----------------------------------------------------------------------------------
 

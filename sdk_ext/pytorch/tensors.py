@@ -1,8 +1,7 @@
 """Torch tensors to stored values: conversion, reductions on the tensor's device, naming of module tensors.
 
-* Storage: ``t.detach()`` on the CPU as a numpy array of the same dtype. ``bfloat16`` has no numpy
-  dtype that smdebug (or plain numpy) reads, so it is stored as float32: exact, since every bfloat16
-  is a float32 with the low 16 bits zero.
+* Storage: :func:`sdk_ext.hooks.tensors.to_numpy`, the conversion every framework hook shares (re-exported
+  here): ``t.detach()`` on the CPU, bfloat16 as float32.
 * Reductions of floating-point tensors are computed with torch where the tensor lives (no copy of
   the whole tensor to the host when only reductions are saved), with the semantics of
   :mod:`sdk_ext.format.reductions` (element-wise over all elements, population std/variance).
@@ -19,25 +18,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from sdk_ext.hooks.tensors import to_numpy  # the conversion every framework hook shares
+
 _WIDEN = (torch.float16, torch.bfloat16)
-
-
-def to_numpy(value: Any) -> np.ndarray[Any, Any]:
-    """A tensor (or anything numpy accepts) as the array to store."""
-    if isinstance(value, torch.Tensor):
-        t = value.detach() if value.requires_grad else value  # parameters' .data and gradients need no detach
-        if t.dtype is torch.bfloat16:
-            t = t.float()
-        if not t.is_cpu:
-            t = t.cpu()
-        if t.is_conj():
-            t = t.resolve_conj()
-        if t.layout is not torch.strided:
-            t = t.to_dense()
-        return t.numpy()
-    from sdk_ext.format.events import to_numpy as np_to_numpy
-
-    return np_to_numpy(value)
 
 
 def torch_reductions(t: torch.Tensor, ops: tuple[tuple[str, bool], ...]) -> dict[tuple[str, bool], np.ndarray[Any, Any]]:

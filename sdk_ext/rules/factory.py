@@ -1,4 +1,4 @@
-"""From SageMaker's RuleParameters to a rule object (reference/EVALUATOR.md §3).
+"""From SageMaker's RuleParameters to a rule object (docs/RULES.md#as-sagemaker-sends-them).
 
 ``RuleParameters`` is one flat ``map<string,string>``. Some keys are for the evaluator, not the rule:
 ``rule_to_invoke``, ``source_s3_uri``, ``other_trial_<i>``, ``start_step``, ``end_step``,

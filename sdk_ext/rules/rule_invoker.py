@@ -16,7 +16,8 @@
 
 * With a time limit (``time_limit``, the evaluator's RuleParameter ``invoke_timeout_secs``), the
   rule's code at one step may run that long; then :class:`~sdk_ext.rules.time_limit.InvocationTimeout`
-  propagates (a rule overriding ``invoke`` has its whole ``invoke`` timed).
+  propagates (a rule overriding ``invoke`` has its whole ``invoke`` timed, except its waits for data:
+  :func:`~sdk_ext.rules.time_limit.untimed`; one with ``times_itself`` times its own evaluation).
 
 The only differences from smdebug are speed: the wait polls every ``poll_interval`` seconds (smdebug:
 2 s), and a run of unsaved steps is crossed in one jump to the next saved step instead of one failed

@@ -33,6 +33,9 @@ STATUS_FILE = "status.json"
 MAX_DETAILS = 1024  # SageMaker's StatusDetails limit
 #: Opens the details of a NoIssuesFound that evaluated no tensor: not a pass (SageMaker has no status for it).
 CHECKED_NOTHING = "CheckedNothing:"
+#: Opens the details of a NoIssuesFound whose rule has several checks of which some matched no tensor:
+#: the named checks evaluated nothing (the others did, and found no issue).
+CHECKED_PARTLY = "CheckedPartly:"
 _PREFIXES = ("RuleEvaluationConditionMet: ", "ClientError: ", "InternalError: ")
 _BOILERPLATE = re.compile(r"^Evaluation of the rule \S+ at step \d+ resulted in the condition being met:?\s*")
 
@@ -42,10 +45,27 @@ def checked_nothing(details: str | None) -> bool:
     return (details or "").startswith(CHECKED_NOTHING)
 
 
-def no_issues_details(how: str, coverage_note: str | None) -> str:
+def checked_partly(details: str | None) -> bool:
+    """Did this status say some of its rule's checks evaluated no tensor (see :func:`no_issues_details`)?"""
+    return (details or "").startswith(CHECKED_PARTLY)
+
+
+def no_issues_details(how: str, coverage_note: str | None, part_note: str | None = None) -> str:
     """StatusDetails of a NoIssuesFound: ``how`` the evaluation ended, led by ``CheckedNothing: <why>``
-    when the rule matched no tensor (so no reader takes it for a pass)."""
-    return f"{CHECKED_NOTHING} {coverage_note}. {how}" if coverage_note else how
+    when the rule matched no tensor, or by ``CheckedPartly: <which checks, why>`` when some of its
+    checks matched none (so no reader takes either for a full pass)."""
+    if coverage_note:
+        return f"{CHECKED_NOTHING} {coverage_note}. {how}"
+    return f"{CHECKED_PARTLY} {part_note}. {how}" if part_note else how
+
+
+def coverage_gap(details: str | None) -> tuple[str, str] | None:
+    """For a NoIssuesFound that did not check everything: (``"checked nothing"`` or ``"checked only part"``,
+    the reason a person reads, its prefix dropped); None for any other status details."""
+    for prefix, label in ((CHECKED_NOTHING, "checked nothing"), (CHECKED_PARTLY, "checked only part")):
+        if (details or "").startswith(prefix):
+            return label, reason(details)[len(prefix):].strip()
+    return None
 
 
 def reason(details: str | None) -> str:

@@ -5,7 +5,7 @@ its rule jobs. SageMaker then writes a unix timestamp into the file named by the
 ``SAGEMAKER_ENV_RULE_STOP_SIGNAL_FILE``, under the trial prefix (an absolute path is a local file). A
 rule job treats the training job as ended ``rule_stop_grace_time_secs`` seconds (default 60) after
 that time, so steps still being synced arrive first, and finishes the way it does at a normal end
-(EVALUATOR.md §2, RULES.md §4.1).
+(docs/RULES.md#stop-signal).
 
 :class:`StopSignalStorage` does that for a whole trial reader at once: it answers "does the end marker
 exist?" with yes once the signal's time plus the grace period has passed, and passes everything else

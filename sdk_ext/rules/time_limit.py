@@ -7,6 +7,13 @@ s; ``0`` turns the limit off). Past it, :class:`InvocationTimeout` is raised in 
 (from ``SIGALRM``, main thread only); it is a BaseException so ``except Exception`` in a rule
 cannot swallow it, and :func:`~sdk_ext.rules.invoke_rule` lets it through.
 
+Waiting for the training job is never computing: a rule that replaces ``invoke`` (StalledTrainingRule
+waits there for new steps, for as long as its own ``threshold``) is timed too, but every wait inside
+:func:`untimed` (the rules' waits for a step, :func:`untimed_sleep`, which the evaluator also gives
+its trials for their own waits) stops the clock, and the rule's code after it starts with the whole
+limit again. So the limit bounds each stretch of the rule's own code between two waits: a rule stuck
+computing at a step still ends at its limit, a rule waiting for data never does.
+
 For a process that must end whatever the rule does (the rule evaluator), :class:`Watchdog` adds a
 thread that calls a handler (which writes the final status and returns the exit code) and then
 ``os._exit``: when an invocation is still running :data:`HARD_GRACE` seconds after its limit (the
@@ -208,31 +215,85 @@ class EvaluatorGuard:
         self.watchdog.exit_after(grace, stop)
 
 
+@dataclass
+class _Limit:
+    """The time limit running in one thread (:func:`invocation_limit`)."""
+
+    rule: str
+    step: int
+    seconds: float
+    in_main: bool
+    paused: bool = False
+
+    def start(self) -> None:
+        """Give the rule's code the whole limit from now."""
+        _WATCHDOG.enter(self.rule, self.step, self.seconds)
+        if self.in_main:
+            signal.setitimer(signal.ITIMER_REAL, self.seconds)
+
+    def stop(self) -> None:
+        if self.in_main:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        _WATCHDOG.leave()
+
+
+_running = threading.local()  # .limit: the _Limit of this thread's invocation, if any
+
+
+def _current() -> _Limit | None:
+    limit: _Limit | None = getattr(_running, "limit", None)
+    return limit
+
+
 @contextlib.contextmanager
 def invocation_limit(seconds: float | None, *, rule: str, step: int) -> Iterator[None]:
     """Run the body with a time limit (None: none): :class:`InvocationTimeout` is raised in it past
-    ``seconds`` (main thread; elsewhere only the watchdog, if enabled, acts)."""
-    if not seconds:
+    ``seconds`` (main thread; elsewhere only the watchdog, if enabled, acts). Waits inside
+    :func:`untimed` do not count. Inside another limit (a rule whose ``invoke`` calls
+    ``Rule.invoke``) the outer one goes on alone."""
+    if not seconds or _current() is not None:
         yield
         return
-    guard = _WATCHDOG
-    in_main = threading.current_thread() is threading.main_thread()
+    limit = _Limit(rule, step, seconds, threading.current_thread() is threading.main_thread())
     previous = None
-    if in_main:
+    if limit.in_main:
 
         def expire(signum: int, frame: object) -> None:
             raise InvocationTimeout(rule, step, seconds)
 
         previous = signal.signal(signal.SIGALRM, expire)
-        signal.setitimer(signal.ITIMER_REAL, seconds)
-    guard.enter(rule, step, seconds)
+    _running.limit = limit
+    limit.start()
     try:
         yield
     finally:
-        guard.leave()
-        if in_main:
-            signal.setitimer(signal.ITIMER_REAL, 0)
+        limit.stop()
+        _running.limit = None
+        if limit.in_main:
             signal.signal(signal.SIGALRM, previous if previous is not None else signal.SIG_DFL)
+
+
+@contextlib.contextmanager
+def untimed() -> Iterator[None]:
+    """The body waits for the training job (it does not compute): the running invocation's limit,
+    if any, is stopped while it runs and starts again in full after it."""
+    limit = _current()
+    if limit is None or limit.paused:
+        yield
+        return
+    limit.stop()  # an alarm that fires before this is a limit that was reached: it propagates
+    limit.paused = True
+    try:
+        yield
+    finally:
+        limit.paused = False
+        limit.start()
+
+
+def untimed_sleep(seconds: float) -> None:
+    """``time.sleep`` that does not count against the running invocation's limit (:func:`untimed`)."""
+    with untimed():
+        time.sleep(seconds)
 
 
 __all__ = [
@@ -246,5 +307,7 @@ __all__ = [
     "invocation_limit",
     "parse_timeout",
     "term_grace",
+    "untimed",
+    "untimed_sleep",
     "watchdog",
 ]

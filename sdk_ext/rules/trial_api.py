@@ -1,6 +1,6 @@
 """What rules need from a trial, and the waiting/refresh helpers built on it.
 
-Rules talk to trials only through smdebug's public trial API (reference/FORMAT.md §8), written down
+Rules talk to trials only through smdebug's public trial API (docs/FORMAT.md#reader-semantics), written down
 here as Protocols, so a rule runs on :func:`sdk_ext.trials.create_trial`'s trials and on any other
 object with the same methods. :func:`wait_for_step` is smdebug's ``Trial.wait_for_steps`` for one
 step, with a poll interval the caller chooses (smdebug sleeps a fixed 2 s), so the evaluator can
@@ -18,6 +18,7 @@ import numpy as np
 
 from sdk_ext.exceptions import NoMoreData, StepUnavailable
 from sdk_ext.modes import ModeKeys, StepState
+from sdk_ext.rules.time_limit import untimed
 
 
 @runtime_checkable
@@ -65,7 +66,8 @@ def wait_for_step(
 ) -> None:
     """Block until ``step`` is complete in ``trial``, polling every ``poll_interval`` seconds.
 
-    Same outcomes as smdebug's ``Trial.wait_for_steps([step])``.
+    Same outcomes as smdebug's ``Trial.wait_for_steps([step])``. The sleeps between checks are
+    :func:`~sdk_ext.rules.time_limit.untimed`: waiting never counts against a rule's time limit.
 
     Raises:
         StepUnavailable: the step was not saved and never will be (a later step is complete).
@@ -81,7 +83,8 @@ def wait_for_step(
             if step < last:
                 raise StepUnavailable(step, mode)
             raise NoMoreData(step, mode, last)
-        sleep(poll_interval)
+        with untimed():
+            sleep(poll_interval)
 
 
 def _damaged(trial: Any, mode: ModeKeys) -> list[int]:

@@ -9,7 +9,7 @@ order, a file at a time, deleting each local copy once the remote store has it::
     {directory}/index/000000000/000000000012_worker_0.json
     {directory}/collections/000000000/worker_0_collections.json
 
-Invariants a reader relies on (reference FORMAT.md §8): uploads happen in submission order, never
+Invariants a reader relies on (docs/FORMAT.md#when-each-file-appears): uploads happen in submission order, never
 two at once, so an index file reaches the remote store only after its event file, index files
 arrive in key order (readers list with ``StartAfter``), and ``training_job_end.ts`` arrives after
 everything submitted before it. Each remote object appears whole (one PUT).

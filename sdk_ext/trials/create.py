@@ -82,4 +82,19 @@ def no_refresh(trials: Trial | Iterable[Trial]) -> Iterator[Any]:
             t.dynamic_refresh = value
 
 
-__all__ = ["create_trial", "no_refresh"]
+@contextlib.contextmanager
+def refresh(trials: Trial | Iterable[Trial]) -> Iterator[Any]:
+    """Within the block, queries read what was written since (smdebug's ``analysis.utils.refresh``, the
+    opposite of :func:`no_refresh`); the previous setting comes back after. Yields what it was given."""
+    group = [trials] if isinstance(trials, Trial) else list(trials)
+    previous = [t.dynamic_refresh for t in group]
+    for t in group:
+        t.dynamic_refresh = True
+    try:
+        yield trials if isinstance(trials, Trial) else group
+    finally:
+        for t, value in zip(group, previous):
+            t.dynamic_refresh = value
+
+
+__all__ = ["create_trial", "no_refresh", "refresh"]

@@ -1,6 +1,6 @@
 """A trial: the tensors one training job saved, read through any Storage (local directory, S3, memory).
 
-``create_trial(path)`` follows smdebug's reader (reference/FORMAT.md §8) so rules and notebooks
+``create_trial(path)`` follows smdebug's reader (docs/FORMAT.md#reader-semantics) so rules and notebooks
 behave the same, with these deliberate differences:
 
 * an empty or wrong path raises MissingCollectionFiles after ``collections_timeout`` (smdebug
@@ -38,6 +38,7 @@ from sdk_ext.trials.collections import Collection
 from sdk_ext.trials.display import TrialDisplay
 from sdk_ext.trials.index.trial_index import TrialIndex, check_range_steps
 from sdk_ext.trials.loading import collection_workers, wait_for_collections
+from sdk_ext.trials.mappings import TrialMappings
 from sdk_ext.trials.options import TrialOptions
 from sdk_ext.trials.read.reader import Reads
 from sdk_ext.trials.tensor import Tensor
@@ -52,8 +53,11 @@ class InvalidRangeSteps(ConfigError, AssertionError):
     """``range_steps`` is not ``(begin, end)`` with ``begin <= end``; smdebug raised AssertionError here."""
 
 
-class Trial(TrialDisplay):
+class Trial(TrialMappings, TrialDisplay):
     """The saved tensors of one training job. Build it with :func:`create_trial`.
+
+    Besides the query methods, smdebug's step tables that custom rules read (``_global_to_mode``,
+    ``_mode_to_global``, ``workers_for_global_step``...) are read-only views: :mod:`sdk_ext.trials.mappings`.
 
     The constructor only assigns; :meth:`load` (called by ``create_trial``, or lazily by the first
     query) waits for the collections file and reads the index.

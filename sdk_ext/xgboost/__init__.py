@@ -18,7 +18,7 @@ from sdk_ext.hooks import (
     SaveConfigMode,
 )
 from sdk_ext.modes import ModeKeys
-from sdk_ext.xgboost.zero_change import get_hook
+from sdk_ext.xgboost.zero_change import del_hook, get_hook, set_hook
 
 
 def __getattr__(name: str) -> Any:
@@ -26,6 +26,10 @@ def __getattr__(name: str) -> Any:
         from sdk_ext.xgboost.hook import Hook
 
         return Hook
+    if name == "create_trial":  # smdebug.xgboost.create_trial
+        from sdk_ext.trials import create_trial
+
+        return create_trial
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -38,6 +42,9 @@ __all__ = [
     "ReductionConfig",
     "SaveConfig",
     "SaveConfigMode",
+    "create_trial",
+    "del_hook",
     "get_hook",
     "modes",
+    "set_hook",
 ]

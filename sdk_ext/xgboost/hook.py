@@ -14,7 +14,8 @@ Collections and names (smdebug's; see :mod:`sdk_ext.xgboost.model` for what each
 never losses), ``predictions`` and ``labels`` (of ``validation_data``), ``feature_importance/<type>/<f>``,
 ``average_shap/<f>`` (signed mean, smdebug's meaning), ``mean_abs_shap/<f>`` (new: mean absolute SHAP),
 ``full_shap/<f>`` (the feature's column), ``trees/<column>`` (the trees the round added, plus
-``trees/Depth``, new). Saved by default: ``metrics`` and ``losses`` every 10 rounds (smdebug's default).
+``trees/Depth``, new). Always saved, as in smdebug: ``metrics``, every 10 rounds unless the save config
+(or a ``metrics`` collection configuration) says otherwise. ``losses`` is saved when it is included.
 
 Cost: metrics cost nothing measurable; predictions one predict on ``validation_data``; SHAP one
 ``predict(pred_contribs=True)`` on ``train_data`` per saved round (that is its price); trees dump only
@@ -83,7 +84,11 @@ class Hook(BaseHook, xgb.callback.TrainingCallback):
     """
 
     builtin_collections = XGBOOST_COLLECTIONS
-    default_include_collections = (K.METRICS, K.LOSSES)
+    # smdebug's XGBoost default: metrics only. A collection included by default is saved at the hook's
+    # save config; were it ``losses`` too, a debughookconfig.json naming metrics at interval 3 would also
+    # save losses every 10 rounds: steps holding no labels nor predictions, in a trial whose config never
+    # asked for them.
+    default_include_collections = (K.METRICS,)
     #: Rounds are GLOBAL-mode steps (as smdebug saved them); the step timeline shows them as training steps.
     timeline_global_mode = ModeKeys.TRAIN
 
@@ -111,15 +116,52 @@ class Hook(BaseHook, xgb.callback.TrainingCallback):
             include_regex=include_regex, include_collections=include_collections, save_all=save_all,
             include_workers=include_workers, **kwargs,
         )
-        self.train_data = to_dmatrix(train_data, "train_data")
-        self.validation_data = to_dmatrix(validation_data, "validation_data")
+        self._labels: np.ndarray | None = None
+        self._train_data: Any = None
+        self._validation_data: Any = None
+        self.train_data = train_data
+        self.validation_data = validation_data
         self._warned: set[str] = set()
-        self.hyperparameters: dict[str, Any] | None = None
+        self._hyperparameters: dict[str, Any] | None = None
         self._hyper_arrays: dict[str, np.ndarray] = {}
         self.set_hyperparameters(hyperparameters)
         self._booster_type = "gbtree"
         self._step_offset = 0
-        self._labels: np.ndarray | None = None
+
+    # smdebug's docs set these after creating the hook from the config (``hook.train_data = dtrain``,
+    # ``hook.hyperparameters = params``): assigning them is the same as passing them to the constructor.
+
+    @property
+    def train_data(self) -> Any:
+        """The DMatrix SHAP values are computed on; assign a DMatrix, ``(path, "csv" | "libsvm")`` or ``(X, y)``.
+
+        Raises (on assignment):
+            ConfigError: a value of none of those forms.
+        """
+        return self._train_data
+
+    @train_data.setter
+    def train_data(self, data: Any) -> None:
+        self._train_data = to_dmatrix(data, "train_data")
+
+    @property
+    def validation_data(self) -> Any:
+        """The DMatrix of ``predictions`` and ``labels``; assigned as :attr:`train_data`."""
+        return self._validation_data
+
+    @validation_data.setter
+    def validation_data(self, data: Any) -> None:
+        self._validation_data = to_dmatrix(data, "validation_data")
+        self._labels = None
+
+    @property
+    def hyperparameters(self) -> dict[str, Any] | None:
+        """What ``hyperparameters/<name>`` holds; assigning a dict is :meth:`set_hyperparameters`."""
+        return self._hyperparameters
+
+    @hyperparameters.setter
+    def hyperparameters(self, hyperparameters: Mapping[str, Any] | None) -> None:
+        self.set_hyperparameters(hyperparameters)
 
     @classmethod
     def create_from_json_file(cls, json_file_path: Any = None, *, path: Any = None) -> Hook:
@@ -145,15 +187,16 @@ class Hook(BaseHook, xgb.callback.TrainingCallback):
     def set_hyperparameters(self, hyperparameters: Mapping[str, Any] | None) -> None:
         """Set what ``hyperparameters/<name>`` holds (the zero-change path passes the training's params)."""
         if hyperparameters is None:
+            self._hyperparameters, self._hyper_arrays = None, {}
             return
         if not isinstance(hyperparameters, Mapping):
             self._warn(
                 "hyperparameters-type", "hyperparameters must be a dict, got %s; not saving hyperparameters",
                 type(hyperparameters).__name__)
             return
-        self.hyperparameters = dict(hyperparameters)
+        self._hyperparameters = dict(hyperparameters)
         arrays = {}
-        for key, value in self.hyperparameters.items():
+        for key, value in self._hyperparameters.items():
             array = xmodel.hyperparameter_array(value)
             if array is None:
                 self._warn(f"hp:{key}", "hyperparameter %r = %r has no array form; it is not saved", key, value)
@@ -248,16 +291,25 @@ class Hook(BaseHook, xgb.callback.TrainingCallback):
                 return True
         return False
 
-    def _put(self, name: str, value: np.ndarray, claimed: tuple[str, ...], included: set[str]) -> None:
+    def _put(self, name: str, value: np.ndarray, claimed: tuple[str, ...], included: set[str]) -> bool:
         plan = self.policy.plan(name, tuple(c for c in claimed if c in included))
-        if plan is not None:
-            self._save(name, plan, value)
+        if plan is None:
+            return False
+        self._save(name, plan, value)
+        return True
 
     def _save_round(self, model: Any, epoch: int, evals_log: Mapping[str, Any]) -> None:
         included = self._included()
         for name, metric, value in xmodel.metric_values(evals_log):  # cheap: always offered to the policy
-            claimed = (K.METRICS,) if xmodel.is_increasing_metric(metric) else (K.METRICS, K.LOSSES)
-            self._put(name, np.asarray([value], dtype=np.float64), claimed, included)
+            loss = not xmodel.is_increasing_metric(metric)
+            claimed = (K.METRICS, K.LOSSES) if loss else (K.METRICS,)
+            saved = self._put(name, np.asarray([value], dtype=np.float64), claimed, included)
+            if saved and loss and K.LOSSES not in included:
+                # Listed under ``losses`` too, without a schedule of its own: the loss rules (LossNotDecreasing,
+                # Overfit, Overtraining) read the losses of a trial whose config named only metrics, where
+                # smdebug's ``losses`` stayed empty and those rules judged nothing.
+                if self.collection_manager.get(K.LOSSES).record_saved(name):
+                    self.policy.names_changed = True
         if not isinstance(model, xgb.Booster):  # xgb.cv
             if included - {K.METRICS, K.LOSSES, K.DEFAULT}:
                 self._warn("cv", "sdk_ext XGBoost hook: under xgb.cv only metrics are saved (mean and std over the "

@@ -2,7 +2,7 @@
 
 Every function here takes plain values (a Booster's dumps and scores, numpy arrays, the evaluation
 log dict) and returns arrays keyed by the tensor name they are saved under; the hook only decides
-when and writes. The names are smdebug's (reference/FRAMEWORKS.md), without its defects:
+when and writes. The names are smdebug's (README.md#xgboost), without its defects:
 
 * metrics: ``<evaluation set>-<metric>`` for any set name (``valid_0``, ``eval``, ``my set``) and any
   metric name (``error@0.7``, ``map@5``, ``ndcg@3-``); a metric that grows as the model improves

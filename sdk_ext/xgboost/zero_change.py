@@ -37,9 +37,10 @@ _state: dict[str, Any] = {"failed": None, "installed": False, "path": None, "pat
 _PATCH_TARGETS = ("xgboost", "xgboost.training", "xgboost.sklearn")  # modules holding a `train` name
 
 
-def get_hook(json_config_path: str | None = None, create_if_not_exists: bool = False) -> Any:
+def get_hook(json_config_path: str | None = None, create_if_not_exists: bool = True) -> Any:
     """The process's XGBoost hook (smdebug's ``get_hook``): the one that exists, whoever created it, or
-    (``create_if_not_exists``) a new one from the config, which then is the process's hook.
+    (unless ``create_if_not_exists`` is False) a new one from the config, which then is the process's
+    hook. smdebug's XGBoost ``get_hook(json_config_path)`` always created one.
 
     Returns None when there is none and there is no config file, ``USE_SMDEBUG`` is off, or the
     config is invalid (logged once).
@@ -47,6 +48,10 @@ def get_hook(json_config_path: str | None = None, create_if_not_exists: bool = F
     from sdk_ext.xgboost.hook import Hook
 
     return shared.get_hook(Hook, json_config_path, create_if_not_exists, _state)
+
+
+set_hook = shared.set_hook  # smdebug.xgboost.set_hook
+del_hook = shared.del_hook  # smdebug.xgboost.del_hook
 
 
 def install(json_config_path: str | None = None) -> bool:
@@ -118,4 +123,4 @@ def _hook_for(params: Any, dtrain: Any, evals: Sequence[Any] | None, callbacks: 
         return None
 
 
-__all__ = ["get_hook", "install", "uninstall"]
+__all__ = ["del_hook", "get_hook", "install", "set_hook", "uninstall"]

@@ -39,7 +39,7 @@ def run(backend: str, rounds: int, steps: int) -> dict[str, Any]:
 
 def section(results: list[dict[str, Any]], rounds: int, steps: int) -> str:
     lines = [
-        "## Keras hook: step overhead in model.fit (issue 15)",
+        "## Keras hook: step overhead in model.fit",
         "",
         f"Command: `python -m tests.bench.keras_overhead --rounds {rounds} --steps {steps} --write-md`  ",
         (f"Machine: {platform.machine()}, {os.cpu_count()} cores (shared); one thread per backend; MLP "

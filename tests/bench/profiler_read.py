@@ -4,7 +4,7 @@ Run from the repo root:
 
     SMDEBUG_PYTHON=.venv-smdebug/bin/python python -m tests.bench.profiler_read [--scale 0.1] [--repeat 2] [--write-md]
 
-The data (issue 23, costs): one host, 100 ms samples for an hour, SageMaker's vocabulary: 96 CPUs x
+The data one host, 100 ms samples for an hour, SageMaker's vocabulary: 96 CPUs x
 (CPUUtilization, I/OWaitPercentage), 8 GPUs x (GPUUtilization, GPUMemoryUtilization), memory, three
 disk and two network metrics: 214 series, 36,000 samples each, about 7.7 million lines in 60 one-minute
 files (``system/incremental/YYYYMMDDHH/<epoch>.algo-1.json``), written with sdk_ext's codec

@@ -51,7 +51,7 @@ def render(ours: dict[str, Any], theirs: dict[str, Any] | None, command: str, lo
     step = ours["step_ms"]
     impact, floor = ours["running_vs_stopped_pct"], ours["stopped_again_vs_stopped_pct"]
     return "\n".join([
-        "## Profiling: step timeline and system monitor costs (issue 23)",
+        "## Profiling: step timeline and system monitor costs",
         "",
         f"Command: `{command}`  ",
         f"Machine: {platform.machine()}, {ours['cores']} cores shared with other jobs (load average at start: {load}); "

@@ -21,7 +21,7 @@ Workloads, each in a fresh process, the same calls for both readers:
   all:         open, then value() of every tensor at every step, tensor by tensor.
 A reader still busy after ``--budget`` seconds in ``sample`` or ``all`` stops there; its total is projected
 from what it measured (open + the measured cost per value times the number of values), and the table
-says so. smdebug needs this: each of its value() calls lists the whole events/ prefix (FORMAT.md §12.2).
+says so. smdebug needs this: each of its value() calls lists the whole events/ prefix (docs/FORMAT.md#differences-from-smdebug).
 Every workload reports a checksum of the values it read; the two readers' checksums must agree.
 """
 

@@ -31,8 +31,8 @@ REPO = Path(__file__).resolve().parents[2]
 WORKER = Path(__file__).with_name("_xgboost_worker.py")
 CONFIG_TEXT = {
     "control": "no hook again (noise floor)",
-    "default": "default: metrics + losses every 10 rounds",
-    "metrics_every_round": "metrics + losses every round",
+    "default": "default: metrics every 10 rounds",
+    "metrics_every_round": "metrics every round",
     "all_but_shap_every_round": "every collection but SHAP, every round",
     "shap_every_10": "SHAP collections every 10 rounds",
 }
@@ -110,7 +110,7 @@ def main(argv: list[str]) -> int:
     smdebug_python = os.environ.get("SMDEBUG_XGBOOST_PYTHON")
     theirs = run_worker(smdebug_python, "smdebug", args.blocks, args.rounds) if smdebug_python else None
     body = "\n".join([
-        "## XGBoost hook: per-round overhead (issue 14)",
+        "## XGBoost hook: per-round overhead",
         "",
         f"`python -m tests.bench.xgboost_overhead --blocks {args.blocks} --rounds {args.rounds}` on {platform.machine()}, "
         f"Python {platform.python_version()}, xgboost-cpu {xgboost.__version__}; 10,000 rows x 50 features, "

@@ -1,4 +1,4 @@
-"""Byte equality with fixture e_spec_writer_two_workers (inputs: its README and reference/FORMAT.md §4.6).
+"""Byte equality with fixture e_spec_writer_two_workers (inputs: its README and docs/FORMAT.md#event-payload).
 
 Inputs per (global step s, worker w), k = 10*s + w, wall time 1700000000.25:
 layer/weight = float32(((k+1) * linspace(-11/14, 11/14, 12)).reshape(3, 4)) with reductions mean, l2,

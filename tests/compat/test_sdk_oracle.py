@@ -4,7 +4,7 @@ Unit cases build the objects and compare their request dicts, attributes and err
 run apply_debugger on the job's CreateTrainingJob request (the SDK's request minus the five Debugger
 keys) and compare the whole request, the artifact paths, rule statuses and UpdateTrainingJob requests.
 
-Where sdk_ext differs from the SDK on purpose (DESIGN.md), the case asserts sdk_ext's behaviour and
+Where sdk_ext differs from the SDK on purpose (README.md#debugger-for-a-training-job-sagemaker-sdk-v3-v2-or-boto3), the case asserts sdk_ext's behaviour and
 names the difference; each difference also has its own test in tests/unit/debugger.
 Errors: the exception must be an instance of the SDK's type; messages written by sdk_ext must state
 the same facts (table below), messages from smdebug-rulesconfig itself must be identical.

@@ -1,7 +1,7 @@
 """Differential check against the SDK's own classes, beyond the oracle's cases.
 
 SageMaker SDK v3 still ships v2's Debugger classes, unused, as ``sagemaker.core.debugger`` (the same
-code as 2.257.7 apart from imports; reference/SDK.md §1). Every configuration below is built with
+code as 2.257.7 apart from imports). Every configuration below is built with
 both libraries and must give the same request dicts, or fail in both (sdk_ext's error being an
 instance of the SDK's exception type). Configurations where sdk_ext rejects on purpose what the SDK
 let through (non-string debugger rule parameters, non-S3 paths) are not generated here; they have

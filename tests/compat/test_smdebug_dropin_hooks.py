@@ -1,4 +1,4 @@
-"""Code written for smdebug's PyTorch and framework-free hooks runs with the import prefix changed (issue 12, items 1-6).
+"""Code written for smdebug's PyTorch and framework-free hooks runs with the import prefix changed.
 
 Each test is a pattern from smdebug's documentation or its own tests, written here from scratch, as a user
 hits it. Trials are compared with what real smdebug 1.0.34 reads from them (same names, steps, modes, values).

@@ -1,4 +1,4 @@
-"""smdebug analysis code runs unchanged but for the import prefix (issue 12, items 7-9).
+"""smdebug analysis code runs unchanged but for the import prefix (docs/FORMAT.md#reader-semantics).
 
 Each test is written the way an smdebug analysis or rule uses the trial API; where real smdebug
 1.0.34 is at hand, the same calls on the same trial must give the same answers.

@@ -260,3 +260,28 @@ def test_checker_reports_citations_of_missing_pages_and_headings(tmp_path: Path)
         f"rule.py:2: {nope}#x: {nope} does not exist",
         f"rule.py:3: {readme}#gone: no heading of {readme} has that anchor",
     ]
+
+
+# Documents a clone does not have: the team's design notes and references outside the repository, and the
+# issue tracker. Code and docs cite docs/ (or say it in place) instead.
+OUTSIDE_CITATION = re.compile(
+    r"reference/[A-Z_]+\.md|\b(?:FORMAT|RULES|EVALUATOR|INFRA|SDK|AUTOSTOP|FRAMEWORKS|PROFILING|DISTRIBUTED|USER_NEEDS|"
+    r"PEERS)\.md §|(?<![\w/])(?:DESIGN|STYLE)\.md|\bissue \d+(?:\.\d+)?\b|\[R\]"
+)
+CITING_TREES = ("sdk_ext", "lambda", "rules", "infra", "tests", "examples", "docs")
+CITING_FILES = ("README.md", "CONTRIBUTING.md")
+
+
+def test_nothing_cites_a_document_outside_the_repository() -> None:
+    paths = [ROOT / f for f in CITING_FILES]
+    for tree in CITING_TREES:
+        paths += [p for p in (ROOT / tree).rglob("*") if p.is_file() and p.suffix in (".py", ".md", ".proto", ".txt")
+                  and "fixtures" not in p.relative_to(ROOT).parts[:2]]
+    found = []
+    for path in paths:
+        for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+            if path.name == "test_docs_links.py":
+                continue
+            for match in OUTSIDE_CITATION.finditer(line):
+                found.append(f"{path.relative_to(ROOT)}:{number}: {match.group(0)}")
+    assert not found, "cite docs/ (or say it in place), not documents outside the repository:\n" + "\n".join(found)

@@ -1,5 +1,5 @@
-"""No module reaches into another module's underscore names (issue 16: "each module can be read and changed on
-its own").
+"""No module reaches into another module's underscore names (docs/ARCHITECTURE.md#what-each-part-may-import: each
+module can be read and changed on its own).
 
 Every module of sdk_ext/, lambda/, rules/ and infra/ is parsed with ``ast`` and these are reported:
 
@@ -40,6 +40,8 @@ ALLOWED_NAMES = {
                                           "kept for drop-in parity",
     "_get_worker_name": "smdebug's Hook API that framework hooks and users call (smdebug 1.0.34 names it so)",
     "_cleanup": "smdebug's Hook API that the Keras/TF hooks call at the end of training (smdebug 1.0.34)",
+    "_module_name": "smdebug's PyTorch hook names each registered module with this attribute, and hook "
+                    "subclasses written for smdebug read it (module._module_name) in their forward_hook",
     "_replace": "namedtuple's public API (the underscore only avoids clashes with field names)",
     "_asdict": "namedtuple's public API (as _replace)",
     "_fields": "namedtuple's public API (as _replace)",
@@ -59,6 +61,8 @@ ALLOWED = {
                                                                  "module it wraps only under this name",
     ("sdk_ext/keras/capture.py", "getattr(optimizer, '_trainable_variables')"): "Keras 3's optimizer keeps the "
         "variables it was built for only under this name; read (with a default) when apply() is called without them",
+    ("sdk_ext/keras/names.py", "getattr(optimizer, '_trainable_variables')"): "the same Keras 3 attribute: the "
+        "variables an optimizer updates, which its slots (Adam's m, v) are named after; only the rest is its own state",
     ("sdk_ext/keras/tape.py", "getattr(tape, '_push_tape')"): "tf.GradientTape starts recording in this method "
         "(entered by `with tape:`); wrapping it is how a custom loop's step begins, as smdebug's wrap_tape did",
     ('sdk_ext/pytorch/hook.py', "getattr(torch._C, '_current_graph_task_id')"):

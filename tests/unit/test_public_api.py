@@ -1,4 +1,4 @@
-"""The public names of DESIGN.md exist with the signatures users port their code to."""
+"""The public names users port their code to (docs/ARCHITECTURE.md, README) exist with the signatures users port their code to."""
 
 import importlib
 import inspect

@@ -24,7 +24,7 @@ from sdk_ext.local.jobs.processes import Child, stop_all
 from sdk_ext.local.report.data import locate
 from sdk_ext.local.request.from_options import build_request
 from sdk_ext.modes import ModeKeys
-from sdk_ext.rules.status import CHECKED_NOTHING, checked_nothing, reason
+from sdk_ext.rules.status import coverage_gap, reason
 
 
 def add_parsers(sub: Any) -> None:
@@ -254,8 +254,9 @@ def rules_command(args: argparse.Namespace, console: Console) -> int:
         for name, found in results.items():
             step = f" at step {found.step}" if found.step is not None else ""
             status, why = found.status, reason(found.details)
-            if checked_nothing(found.details):
-                status, why = "NoIssuesFound, but it checked nothing", why[len(CHECKED_NOTHING):].strip()
+            gap = coverage_gap(found.details)
+            if gap:
+                status, why = f"NoIssuesFound, but it {gap[0]}", gap[1]
             console.result(f"{name}: {status}{step}" + (f" ({why})" if why else ""))
         if args.output_dir:
             console.result(f"status files and logs: {root}")

@@ -199,7 +199,7 @@ def summary_lines(final: dict[str, Any], job_dir: Path, report: Path | None) -> 
     """What ``sdk-ext run`` prints at the end (``make demo`` shows it)."""
     from sdk_ext.local.jobs.preflight import no_data_note
     from sdk_ext.local.report.data import step_text, stop_decisions, verdict_step_modes, verdicts_of
-    from sdk_ext.rules.status import CHECKED_NOTHING, checked_nothing, reason
+    from sdk_ext.rules.status import coverage_gap, reason
 
     lines = [f"Job {final['TrainingJobName']}: {final['TrainingJobStatus']} ({final['SecondaryStatus']})"]
     if final.get("FailureReason"):
@@ -215,8 +215,9 @@ def summary_lines(final: dict[str, Any], job_dir: Path, report: Path | None) -> 
     for v in verdicts.values():
         why = reason(v.details)
         status = v.status
-        if checked_nothing(v.details):
-            status, why = "NoIssuesFound, but it checked nothing", why[len(CHECKED_NOTHING):].strip()
+        gap = coverage_gap(v.details)
+        if gap:
+            status, why = f"NoIssuesFound, but it {gap[0]}", gap[1]
         lines.append(f"  {v.rule}: {status}" + (f" at step {step_text(v.step, modes)}" if v.step is not None else "")
                      + (f" ({why})" if why else ""))
     lines += cluster_lines(job, Path(job.get("SdkExtLocal", {}).get("TrialDir") or job_dir / "output" / "tensors"))

@@ -5,7 +5,7 @@ point): it runs as ``python -m sdk_ext.evaluator`` unless a rules directory hold
 ``evaluate.py`` is given (argument or ``SDK_EXT_RULES_DIR``).
 
 The auto-stop function (``lambda/auto_stop.py`` and ``auto_stop_policy.py``) is not a package
-(DESIGN.md): ``lambda/`` is the Lambda asset, and the wheel installs the same two files as
+(docs/ARCHITECTURE.md#where-things-run): ``lambda/`` is the Lambda asset, and the wheel installs the same two files as
 ``sdk_ext/lambda_function/`` (setup.py maps the directory; there is no second copy in the checkout).
 They are found, in this order, from an explicit argument, ``SDK_EXT_LAMBDA_DIR``, the installed
 package, or the checkout this package was imported from; and loaded as Lambda loads them.

@@ -1,7 +1,7 @@
 """EventBridge "SageMaker Training Job State Change" events for local jobs, and their delivery.
 
 Every change of a local job (its status, secondary status or a rule's evaluation status) becomes one
-event shaped like SageMaker's (reference/INFRA.md §4)::
+event shaped like SageMaker's (README.md#auto-stop-stop-a-training-job-when-a-debugger-rule-finds-an-issue)::
 
     {"version": "0", "id": "<uuid4>", "detail-type": "SageMaker Training Job State Change",
      "source": "aws.sagemaker", "account": "000000000000", "time": "2026-11-20T12:26:13Z",

@@ -22,7 +22,7 @@ from sdk_ext.local.report import svg
 from sdk_ext.local.report.data import Panel, Progress, ReportData, Verdict, collect
 from sdk_ext.local.report.profiling import PROFILE_CSS, profiling_html
 from sdk_ext.local.report.xgboost_parts import importance_html
-from sdk_ext.rules.status import CHECKED_NOTHING, checked_nothing, reason
+from sdk_ext.rules.status import checked_nothing, checked_partly, coverage_gap, reason
 
 #: What to try when a built-in rule finds issues: one line each.
 ADVICE: dict[str, str] = {
@@ -126,9 +126,11 @@ def outcome(data: ReportData) -> tuple[str, str]:
         return "bad", f"the job {ran} but saved no debugging data, so no rule checked anything"
     errors = [v.rule for v in data.verdicts if v.status == "Error"]
     unchecked = [v.rule for v in data.verdicts if v.status == "NoIssuesFound" and checked_nothing(v.details)]
-    if errors or unchecked:
+    partly = [v.rule for v in data.verdicts if v.status == "NoIssuesFound" and checked_partly(v.details)]
+    if errors or unchecked or partly:
         parts = ([f"rules ended in Error: {', '.join(errors)}"] if errors else []) + \
-            ([f"rules checked nothing: {', '.join(unchecked)}"] if unchecked else [])
+            ([f"rules checked nothing: {', '.join(unchecked)}"] if unchecked else []) + \
+            ([f"rules checked only part: {', '.join(partly)}"] if partly else [])
         return "warn", f"the job is {status or 'unknown'}, but not every rule checked it: " + "; ".join(parts)
     if status == "Stopped":
         return "warn", "the job was stopped; no rule found issues"
@@ -154,9 +156,8 @@ def _rule_of(data: ReportData, verdict: Verdict) -> str:
 
 def _verdict_cell(data: ReportData, v: Verdict) -> str:
     params = {k: p for k, p in (data.rule_parameters.get(v.rule) or {}).items() if k != "rule_to_invoke"}
-    why = reason(v.details)
-    if checked_nothing(v.details):
-        why = why[len(CHECKED_NOTHING):].strip()
+    gap = coverage_gap(v.details)
+    why = gap[1] if gap else reason(v.details)
     parts = [f"<pre>{escape(why)}</pre>"]
     advice = ADVICE.get(_rule_of(data, v))
     if v.status == "IssuesFound" and advice:
@@ -174,8 +175,9 @@ def _rules_table(data: ReportData) -> str:
     rows = []
     for v in verdicts:
         badge = _badge(v.status)
-        if checked_nothing(v.details):
-            badge = '<span class="badge warn">checked nothing</span>'
+        gap = coverage_gap(v.details)
+        if gap:
+            badge = f'<span class="badge warn">{gap[0]}</span>'
         rows.append(f"<tr><td>{escape(v.rule)}</td><td>{badge}</td><td>{_step_cell(data, v.step)}</td>"
                     f"<td>{_verdict_cell(data, v)}</td></tr>")
     return f"<table><tr><th>rule</th><th>status</th><th>step</th><th>details</th></tr>{''.join(rows)}</table>"

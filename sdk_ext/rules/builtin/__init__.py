@@ -1,4 +1,4 @@
-"""The built-in tensor rules, one per module, by their SageMaker names (reference/RULES.md §3).
+"""The built-in tensor rules, one per module, by their SageMaker names (docs/RULES.md#built-in-tensor-rules).
 
 Each rule's arithmetic is a pure function in its module (tested on its own); the class only
 fetches values and decides. Parameters arrive as strings (SageMaker's RuleParameters) or as

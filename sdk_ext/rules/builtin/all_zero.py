@@ -1,7 +1,7 @@
 """AllZero: a tensor whose values are (almost) all zero.
 
-RULES.md §3.5. ``collection_names`` or ``tensor_regex`` must be given (InsufficientInformation
-otherwise, as [R] reads "users must specify"). Fires when ``100 * #zeros / size >= threshold``.
+docs/RULES.md#allzero. ``collection_names`` or ``tensor_regex`` must be given (InsufficientInformation
+otherwise, as SageMaker's documentation reads "users must specify"). Fires when ``100 * #zeros / size >= threshold``.
 """
 
 from __future__ import annotations

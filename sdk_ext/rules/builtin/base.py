@@ -1,6 +1,6 @@
 """What the built-in tensor rules share: tensor selection and tolerant value lookups.
 
-Conventions (reference/RULES.md §2): a rule looks only at tensors that have data at the step it
+Conventions (docs/RULES.md#conventions-of-the-built-in-rules): a rule looks only at tensors that have data at the step it
 is evaluating; a tensor missing at that step is skipped, never a reason to fire; selection is the
 union of ``collection_names`` and ``tensor_regex`` (every tensor when both are empty, unless the rule
 requires one of them).
@@ -40,22 +40,41 @@ class BuiltinRule(Rule):
 
     Every selection goes through :meth:`select`, which remembers what was asked for and what matched,
     so that a rule which never matched a tensor says so (:meth:`coverage_note`) instead of passing.
+    A rule that judges a tensor only once it has more than that step's value (a previous step, a
+    window of steps, enough samples, the same tensor in another trial) sets
+    :attr:`judges_on_selection` False, records what it judged with :meth:`judged` and says in
+    :meth:`needs_to_judge` what it was missing: a rule that matched tensors but could judge none of them says
+    that too, rather than passing.
     """
 
     #: False for rules that judge something other than tensors (StalledTrainingRule: time).
     selects_tensors = True
+    #: For a rule with several separate checks: each check's name -> what it needs to evaluate anything.
+    #: A check that never evaluated a tensor is named by :meth:`part_coverage_note` (``CheckedPartly``).
+    parts: dict[str, str] = {}
+    #: True when every tensor :meth:`select` returns is judged at that step (most rules); False when the
+    #: rule calls :meth:`judged` itself (see the class docstring).
+    judges_on_selection = True
 
     def __init__(self, base_trial: Any, other_trials: Sequence[Any] | None = None, action_str: str = "") -> None:
         super().__init__(base_trial, other_trials, action_str)
         self.params = ParamParser(self.rule_name)
-        #: Names of the tensors this rule selected at some step (those it looked at).
+        #: Names of the tensors this rule judged at some step (those it evaluated its condition on).
         self.checked: set[str] = set()
+        #: Names of the tensors this rule selected at some step (judged or not).
+        self.matched: set[str] = set()
         self._asked: dict[str, None] = {}  # the selections asked for, in first-asked order (for messages)
+        #: Names of the tensors each of :attr:`parts` evaluated at some step.
+        self.checked_parts: dict[str, set[str]] = {}
 
     def coverage_note(self) -> str | None:
-        """None if the rule looked at some tensor; else why it checked nothing, and what to change."""
+        """None if the rule judged some tensor; else why it checked nothing, and what to change."""
         if not self.selects_tensors or self.checked:
             return None
+        if self.matched:
+            found = sorted(self.matched)
+            sample = ", ".join(repr(n) for n in found[:6]) + (f" ... ({len(found)} in all)" if len(found) > 6 else "")
+            return f"the rule found {sample} but could judge none of them: it needs {self.needs_to_judge()}"
         try:
             names = sorted(self.base_trial.tensor_names())
         except (*MISSING, NoMoreData):
@@ -65,6 +84,36 @@ class BuiltinRule(Rule):
         return (f"the rule matched no tensor ({asked}), so it evaluated nothing; the trial has "
                 f"{'the tensors ' + sample if names else 'no tensors'}. Set tensor_regex or collection_names "
                 "to tensors the job saves, or save the collection the rule needs")
+
+    def needs_to_judge(self) -> str:
+        """What a selected tensor must have before the rule can judge it, and how to get it (rules whose
+        :attr:`judges_on_selection` is False say it)."""
+        return "more steps of these tensors"
+
+    def judged(self, names: Iterable[str]) -> None:
+        """Record that the rule evaluated its condition on ``names`` (see :attr:`judges_on_selection`)."""
+        self.checked.update(names)
+
+    def checked_part(self, part: str, names: Iterable[str]) -> None:
+        """Record that the check ``part`` (one of :attr:`parts`) evaluated the tensors ``names``."""
+        if part not in self.parts:
+            raise KeyError(f"{self.rule_name} has no check named {part!r}; its checks: {', '.join(self.parts)}")
+        found = set(names)
+        if found:
+            self.checked_parts.setdefault(part, set()).update(found)
+            self.checked.update(found)
+
+    def part_coverage_note(self) -> str | None:
+        """For a rule with several checks that looked at some tensor: which checks evaluated none, and
+        what each needs. None when every check evaluated something (or the rule has one check)."""
+        if not self.parts or not self.checked:
+            return None
+        missing = [p for p in self.parts if not self.checked_parts.get(p)]
+        if not missing:
+            return None
+        done = [p for p in self.parts if p not in missing]
+        gaps = "; ".join(f"the {p} check matched no tensor (it needs {self.parts[p]})" for p in missing)
+        return f"{gaps}, so it evaluated nothing; only the {' and '.join(done)} check{'s' if len(done) > 1 else ''} ran"
 
     # --- selection ----------------------------------------------------------------------------
 
@@ -100,7 +149,9 @@ class BuiltinRule(Rule):
         if not collections and not regex and all_if_empty:
             names.update(trial.tensor_names())
         found = sorted(names & set(tensor_names_at(trial, step)))
-        self.checked.update(found)
+        self.matched.update(found)
+        if self.judges_on_selection:
+            self.checked.update(found)
         return found
 
     def collection_tensors(self, name: str, step: int, trial: Any = None) -> list[str]:

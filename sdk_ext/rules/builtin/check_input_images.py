@@ -1,7 +1,7 @@
 """CheckInputImages: input images that are not normalised (channel means far from zero).
 
-RULES.md §3.16. Tensors matching ``regex`` hold a batch of images with the colour channel on axis
-``channel`` (1 for NCHW). Readings chosen where RULES.md reconstructs [R]:
+docs/RULES.md#checkinputimages. Tensors matching ``regex`` hold a batch of images with the colour channel on axis
+``channel`` (1 for NCHW). Readings chosen where SageMaker documents no exact formula:
 
 * Per tensor, the per-channel sum and count of pixel values accumulate over the steps evaluated,
   as does the number of images (axis 0, the batch; with ``channel`` 0 a tensor is one image); nothing is judged before
@@ -37,6 +37,8 @@ class _Tally:
 class CheckInputImages(BuiltinRule):
     """Fires when an input image channel's mean, over ``threshold_samples`` images, exceeds ``threshold_mean``."""
 
+    judges_on_selection = False  # nothing is judged before ``threshold_samples`` images were seen
+
     def __init__(
         self,
         base_trial: Any,
@@ -57,6 +59,11 @@ class CheckInputImages(BuiltinRule):
         p.done()
         self._tallies: dict[str, _Tally] = {}
 
+    def needs_to_judge(self) -> str:
+        most = max((t.images for t in self._tallies.values()), default=0)
+        return (f"threshold_samples={self.threshold_samples} images of one tensor (it saw at most {most}): save "
+                "the inputs more often, or lower threshold_samples")
+
     def invoke_at_step(self, step: int) -> bool:
         for name in self.select(step, regex=self.regex, all_if_empty=False):
             images = self.value(name, step)
@@ -74,6 +81,7 @@ class CheckInputImages(BuiltinRule):
             tally.images += images.shape[0] if self.channel != 0 else 1  # channel 0: one CHW image
             if tally.images < self.threshold_samples:
                 continue
+            self.judged([name])
             means = tally.sums / np.maximum(tally.counts, 1)
             worst = int(np.argmax(np.abs(means)))
             if abs(means[worst]) > self.threshold_mean:

@@ -1,7 +1,7 @@
 """ClassImbalance: some classes are much rarer than others, or mostly mispredicted.
 
-RULES.md §3.14. Labels and predictions are the first tensor (by name) matching ``labels_regex`` and
-``predictions_regex`` at the step. Readings chosen where RULES.md reconstructs [R]:
+docs/RULES.md#classimbalance. Labels and predictions are the first tensor (by name) matching ``labels_regex`` and
+``predictions_regex`` at the step. Readings chosen where SageMaker documents no exact formula:
 
 * Counts accumulate over every step evaluated (a running tally, not one batch), and nothing is
   judged before ``samples`` labels have been seen.
@@ -85,6 +85,8 @@ def imbalance(counts: Counter[int]) -> tuple[float, int, int]:
 class ClassImbalance(BuiltinRule):
     """Fires on a class count ratio above ``threshold_imbalance`` or a class mispredicted too often."""
 
+    judges_on_selection = False  # nothing is judged before ``samples`` labels were seen
+
     def __init__(
         self,
         base_trial: Any,
@@ -112,6 +114,10 @@ class ClassImbalance(BuiltinRule):
         self.counts: Counter[int] = Counter()
         self.wrong: Counter[int] = Counter()
 
+    def needs_to_judge(self) -> str:
+        return (f"at least samples={self.samples} labels saved with predictions (it saw "
+                f"{sum(self.counts.values())}): save them more often, or lower samples")
+
     def invoke_at_step(self, step: int) -> bool:
         label_names = self.select(step, regex=self.labels_regex, all_if_empty=False)
         prediction_names = self.select(step, regex=self.predictions_regex, all_if_empty=False)
@@ -136,6 +142,7 @@ class ClassImbalance(BuiltinRule):
         seen = sum(self.counts.values())
         if seen < self.samples or not self.counts:
             return False
+        self.judged([label_names[0], prediction_names[0]])
         ratio, most, least = imbalance(self.counts)
         if ratio > self.threshold_imbalance:
             return self.found_issue(

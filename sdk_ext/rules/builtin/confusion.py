@@ -1,8 +1,8 @@
 """Confusion: the confusion matrix of labels vs predictions is far from diagonal.
 
-RULES.md §3.15. Tensors: an explicit ``labels``/``predictions`` tensor name if the trial has it,
-else the first tensor of ``labels_collection``/``predictions_collection``. Readings chosen where
-RULES.md reconstructs [R]:
+docs/RULES.md#confusion. Tensors: an explicit ``labels``/``predictions`` tensor name if the trial has it,
+else the first tensor of ``labels_collection``/``predictions_collection``. Readings chosen where SageMaker
+documents no exact formula:
 
 * One matrix per step (the batch saved at that step), ``M[label][prediction] += 1``.
 * Predictions one axis longer than the labels (``(batch, classes)`` scores) are reduced with argmax;
@@ -18,6 +18,7 @@ RULES.md reconstructs [R]:
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -53,6 +54,8 @@ def confusion_problem(matrix: np.ndarray, *, min_diag: float, max_off_diag: floa
 class Confusion(BuiltinRule):
     """Fires when the per-step confusion matrix has a weak diagonal or a strong off-diagonal entry."""
 
+    judges_on_selection = False  # a pair is judged, found by name or through a collection
+
     def __init__(
         self,
         base_trial: Any,
@@ -77,8 +80,14 @@ class Confusion(BuiltinRule):
         self.max_off_diag = p.number("max_off_diag", max_off_diag, ge=0, le=1)
         p.done()
 
+    def needs_to_judge(self) -> str:
+        return (f"labels and predictions with values at the same step (tensors {self.labels!r} and "
+                f"{self.predictions!r}, or the collections {self.labels_collection!r} and "
+                f"{self.predictions_collection!r})")
+
     def _pick(self, name: str, collection: str | None, step: int) -> str | None:
         if self.base_trial.has_tensor(name):
+            self.select(step, regex=["^" + re.escape(name) + "$"], all_if_empty=False)  # found by name
             return name
         if collection:
             names = self.collection_tensors(collection, step)
@@ -111,6 +120,7 @@ class Confusion(BuiltinRule):
                              f"(category_no={self.category_no}); set category_no to the number of classes")
         why = confusion_problem(confusion_matrix(labels, predictions, n), min_diag=self.min_diag,
                                 max_off_diag=self.max_off_diag)
+        self.judged([label_name, prediction_name])
         if why is not None:
             return self.found_issue(f"labels {label_name!r} vs predictions {prediction_name!r}: {why}")
         return False

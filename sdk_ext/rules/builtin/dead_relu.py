@@ -1,7 +1,7 @@
 """DeadRelu: too many ReLU units that (almost) never activate.
 
-RULES.md §3.11. Each tensor matching ``tensor_regex`` is the output of one ReLU layer. A unit
-(axis 1; see :mod:`sdk_ext.rules.builtin.units` for the [R] reading) is dead when fewer than
+docs/RULES.md#deadrelu. Each tensor matching ``tensor_regex`` is the output of one ReLU layer. A unit
+(axis 1; see :mod:`sdk_ext.rules.builtin.units` for the reading chosen) is dead when fewer than
 ``threshold_inactivity`` percent of its values are > 0; the rule fires when more than
 ``threshold_layer`` percent of a layer's units are dead. Besides the tensors ``tensor_regex`` names
 (the default matches PyTorch's ``relu_output_0`` and the Keras hook's ``dense/relu_output``,

@@ -1,6 +1,6 @@
 """ExplodingTensor: a tensor holding NaN (or, unless ``only_nan``, an infinity).
 
-RULES.md §3.2. Selection: ``collection_names`` ∪ ``tensor_regex``, every tensor when both are
+docs/RULES.md#explodingtensor. Selection: ``collection_names`` ∪ ``tensor_regex``, every tensor when both are
 empty. Non-numeric tensors are ignored. In a trial of several workers (``include_workers="all"``) every
 worker's value is checked, and the message names the worker: first one whose tensor went bad on some
 workers only (where it started: one rank's loss), then how many more values are bad and where.

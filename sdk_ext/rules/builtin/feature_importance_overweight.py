@@ -1,9 +1,9 @@
 """FeatureImportanceOverweight (XGBoost): a few features carry almost all the importance.
 
-RULES.md §3.19. At each step, ``vals`` are the (scalar) values of every tensor matching
+docs/RULES.md#featureimportanceoverweight. At each step, ``vals`` are the (scalar) values of every tensor matching
 ``tensor_regex`` (the XGBoost hook saves one per feature, e.g. ``feature_importance/weight/f3``).
 Fires when the top ``nfeatures`` hold more than ``threshold`` of the total. Reading chosen where
-RULES.md is silent [R]: with ``nfeatures`` or fewer features the share is 1 by construction, so the
+SageMaker's documentation is silent: with ``nfeatures`` or fewer features the share is 1 by construction, so the
 step is skipped instead of firing on every model with few features.
 
 Unused features count: a feature the trial holds importance for at some step but not at this one
@@ -32,6 +32,8 @@ def top_share(values: Sequence[float], nfeatures: int) -> float | None:
 class FeatureImportanceOverweight(BuiltinRule):
     """Fires when the ``nfeatures`` most important features hold more than ``threshold`` of the importance."""
 
+    judges_on_selection = False  # judged only with more than nfeatures features
+
     def __init__(
         self,
         base_trial: Any,
@@ -49,6 +51,10 @@ class FeatureImportanceOverweight(BuiltinRule):
         p.require(bool(self.tensor_regex), f"parameter tensor_regex={tensor_regex!r}: must not be empty")
         p.done()
 
+    def needs_to_judge(self) -> str:
+        return (f"more than nfeatures={self.nfeatures} features with a positive total importance (with "
+                f"{self.nfeatures} or fewer, the top {self.nfeatures} hold all of it by construction)")
+
     def invoke_at_step(self, step: int) -> bool:
         values: dict[str, float] = {}
         for name in self.select(step, regex=self.tensor_regex, all_if_empty=False):
@@ -60,6 +66,8 @@ class FeatureImportanceOverweight(BuiltinRule):
         for name in self.base_trial.tensor_names(regex=self.tensor_regex):  # features unused at this step
             values.setdefault(name, 0.0)
         share = top_share(list(values.values()), self.nfeatures)
+        if share is not None:
+            self.judged(values)
         if share is not None and share > self.threshold:
             top = sorted(values, key=values.__getitem__, reverse=True)[: self.nfeatures]
             return self.found_issue(

@@ -1,6 +1,6 @@
 """LossNotDecreasing: the loss has stopped going down (or has gone up too much).
 
-RULES.md §3.7. Tensors: the ``losses`` collection (when ``use_losses_collection`` and it exists)
+docs/RULES.md#lossnotdecreasing. Tensors: the ``losses`` collection (when ``use_losses_collection`` and it exists)
 ∪ ``collection_names`` ∪ ``tensor_regex``. Only one-element values count. When these select
 nothing, nothing is judged: the rule never falls back to every tensor (smdebug's rule did, and then
 compared weights or accuracies as if they were losses). A trial with metrics but no loss at all
@@ -10,7 +10,7 @@ InsufficientInformationForRuleInvocation saying so.
 Schedule (AWS docs): per tensor, a check happens at a saved step ``s`` at least ``num_steps`` after
 the previous check; it compares ``loss[s]`` with the newest saved ``loss[b]``, ``b <= s - num_steps``.
 
-Readings chosen where RULES.md reconstructs [R]:
+Readings chosen where SageMaker documents no exact formula:
 
 * Decision, with ``change = (loss[s] - loss[b]) / |loss[b]| * 100`` (``|loss[b]|`` taken as 1 when
   it is 0): if the loss went down, fire when it went down by less than ``diff_percent`` percent
@@ -59,6 +59,8 @@ def baseline_step(steps: list[int], step: int, num_steps: int) -> int | None:
 class LossNotDecreasing(BuiltinRule):
     """Fires when a loss decreased by less than ``diff_percent`` % over ``num_steps`` steps, or rose too much."""
 
+    judges_on_selection = False  # a loss is judged once it has a baseline num_steps back
+
     def __init__(
         self,
         base_trial: Any,
@@ -83,6 +85,11 @@ class LossNotDecreasing(BuiltinRule):
         self.mode = self.params.mode("mode", mode)
         self.params.done()
         self._next_check: dict[tuple[str, ModeKeys], int] = {}
+
+    def needs_to_judge(self) -> str:
+        mode = f" (mode {self.mode.name})" if self.mode is not None else ""
+        return (f"a scalar loss saved at two steps of the same mode{mode} at least num_steps={self.num_steps} "
+                "steps apart: train for longer than num_steps saved steps, or lower num_steps")
 
     def _tensors(self, step: int) -> list[str]:
         collections = list(self.collection_names)
@@ -112,6 +119,7 @@ class LossNotDecreasing(BuiltinRule):
             if current is None or previous is None:
                 continue
             self._next_check[key] = mode_step + self.num_steps
+            self.judged([name])
             why = loss_verdict(previous, current, diff_percent=self.diff_percent,
                                increase_threshold_percent=self.increase_threshold_percent)
             if why is not None:

@@ -1,8 +1,8 @@
 """NLPSequenceRatio: too many of some token (padding, UNK, EOS) in the input sequences.
 
-RULES.md §3.17. At each step, for each tensor matching ``tensor_regex`` (token ids) and each pair
+docs/RULES.md#nlpsequenceratio. At each step, for each tensor matching ``tensor_regex`` (token ids) and each pair
 ``(token_values[i], token_thresholds_percent[i])``: fires when more than that percentage of the
-tensor's elements equal that token. Reading chosen where RULES.md reconstructs [R]: judged per
+tensor's elements equal that token. Reading chosen where SageMaker documents no exact formula: judged per
 step (the batch saved at that step), since the point is to catch a bad bucketing or vocabulary as
 soon as a batch shows it.
 """

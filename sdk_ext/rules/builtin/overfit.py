@@ -1,8 +1,7 @@
 """Overfit: the validation loss has moved too far above the training loss.
 
-RULES.md §3.8. Needs one scalar loss saved in TRAIN and in EVAL mode (``tensor_regex``, else the
-``losses`` collection, else tensors named like "loss"). Readings chosen where RULES.md
-reconstructs [R]:
+docs/RULES.md#overfit. Needs one scalar loss saved in TRAIN and in EVAL mode (``tensor_regex``, else the
+``losses`` collection, else tensors named like "loss"). Readings chosen where SageMaker documents no exact formula:
 
 * The training reference is the mean of the TRAIN values saved since the previous EVAL phase (the
   losses the model had just before it was validated). An EVAL phase is a run of consecutive EVAL
@@ -48,6 +47,8 @@ class _State:
 class Overfit(BuiltinRule):
     """Fires when validation loss exceeds training loss by more than ``ratio_threshold`` for ``patience`` steps."""
 
+    judges_on_selection = False  # a loss is judged at an EVAL step that follows TRAIN steps
+
     def __init__(
         self,
         base_trial: Any,
@@ -66,6 +67,11 @@ class Overfit(BuiltinRule):
         self.params.done()
         self._state: dict[str, _State] = {}
         self._pair_strikes: dict[str, int] = {}
+
+    def needs_to_judge(self) -> str:
+        after = f" from step start_step={self.start_step} on" if self.start_step else ""
+        return (f"a scalar loss saved in TRAIN mode and then in EVAL mode{after} (hook.set_mode(ModeKeys.EVAL) "
+                "around validation), or, without modes (XGBoost), a train-<metric> with a validation metric")
 
     def invoke_at_step(self, step: int) -> bool:
         mode, mode_step = self.mode_of(step)
@@ -92,6 +98,7 @@ class Overfit(BuiltinRule):
             if st.train_mean is None or step < self.start_step:
                 continue
             eval_mean = st.eval_sum / st.eval_count
+            self.judged([name])
             ratio = overfit_ratio(st.train_mean, eval_mean)
             st.strikes = st.strikes + 1 if ratio > self.ratio_threshold else 0
             if st.strikes >= self.patience:
@@ -121,6 +128,7 @@ class Overfit(BuiltinRule):
             if train is None or valid is None:
                 continue
             ratio = overfit_ratio(train, valid)
+            self.judged([pair.train, pair.validation])
             strikes = self._pair_strikes.get(pair.validation, 0) + 1 if ratio > self.ratio_threshold else 0
             self._pair_strikes[pair.validation] = strikes
             if strikes >= self.patience:

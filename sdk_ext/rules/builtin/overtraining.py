@@ -1,10 +1,10 @@
 """Overtraining: training or validation loss has stopped improving (early-stopping logic).
 
-RULES.md §3.9. Losses: the ``losses`` collection, else tensors named like "loss"; one-element
+docs/RULES.md#overtraining. Losses: the ``losses`` collection, else tensors named like "loss"; one-element
 values; GLOBAL-mode steps count as training, except a GLOBAL validation metric of a
 ``train-<metric>`` / ``<set>-<metric>`` pair (XGBoost, :mod:`~sdk_ext.rules.builtin.metric_pairs`), which
 counts as validation (``patience_validation``). Metrics saved without any loss (auc only, say) stop
-the rule with InsufficientInformationForRuleInvocation saying so. Readings chosen where RULES.md reconstructs [R]:
+the rule with InsufficientInformationForRuleInvocation saying so. Readings chosen where SageMaker documents no exact formula:
 
 * Per tensor and mode, the best loss so far; a value below ``best - delta`` is an improvement
   (``delta`` absolute, like Keras' ``min_delta``) and resets the wait; any other value adds one.
@@ -43,7 +43,14 @@ class Plateau:
 
 class Overtraining(BuiltinRule):
     """Fires when a loss has not improved by ``delta`` for ``patience_train`` (TRAIN) or
-    ``patience_validation`` (EVAL) saved steps."""
+    ``patience_validation`` (EVAL) saved steps. A job that saved no validation (or no training) loss
+    gets a ``CheckedPartly`` status naming the check that could not run."""
+
+    parts = {
+        "training loss": "a scalar loss saved in TRAIN mode (or a GLOBAL training metric such as train-rmse)",
+        "validation loss": "a scalar loss saved in EVAL mode (hook.set_mode(ModeKeys.EVAL) around validation), "
+                           "or a GLOBAL validation metric paired with a train- one",
+    }
 
     def __init__(
         self,
@@ -81,6 +88,7 @@ class Overtraining(BuiltinRule):
                 mode = ModeKeys.EVAL if name in validation else ModeKeys.TRAIN
             patience = self.patience_train if mode == ModeKeys.TRAIN else self.patience_validation
             label = "patience_train" if mode == ModeKeys.TRAIN else "patience_validation"
+            self.checked_part("training loss" if mode == ModeKeys.TRAIN else "validation loss", [name])
             plateau = self._plateaus.setdefault((name, mode), Plateau())
             if plateau.add(value, self.delta) >= patience:
                 return self.found_issue(

@@ -1,7 +1,7 @@
 """PoorWeightInitialization: signs of a bad initialisation in the first ``steps`` steps.
 
-RULES.md §3.13. Three checks, each at every global step below ``steps`` (later steps are ignored:
-the rule judges initialisation only). Readings chosen where RULES.md reconstructs [R]:
+docs/RULES.md#poorweightinitialization. Three checks, each at every global step below ``steps`` (later steps are ignored:
+the rule judges initialisation only). Readings chosen where SageMaker documents no exact formula:
 
 1. Variance of the activation inputs across layers (tensors matching ``activation_inputs_regex``,
    whose default matches PyTorch's ``relu_input_0`` and the Keras hook's ``dense/relu_input``, and
@@ -12,8 +12,14 @@ the rule judges initialisation only). Readings chosen where RULES.md reconstruct
    ``distribution_range`` fires. Gradients with fewer than 2 elements (a scalar bias) have no spread
    and are skipped.
 3. Loss convergence: a loss (``losses`` collection, else names containing "loss") that has not set
-   a new lowest value for ``patience`` consecutive saved steps fires (early-stopping test with
-   delta 0, as Overtraining).
+   a new lowest value for ``patience`` consecutive saved TRAIN steps (steps of a job without modes)
+   fires (early-stopping test with delta 0, as Overtraining). Validation losses are not judged: the
+   batches of one validation pass are scored by one model, so they need not decrease, and mixed into
+   the training series they made a healthy job that validates early fire.
+
+A check that never had what it needs (e.g. the activation check on a model that calls
+``F.relu``, which no hook sees) is named in a ``CheckedPartly`` status instead of passing silently
+(:meth:`~sdk_ext.rules.builtin.base.BuiltinRule.part_coverage_note`).
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from sdk_ext.modes import ModeKeys
 from sdk_ext.rules.builtin.activations import ActivationFinder, activations_at
 from sdk_ext.rules.builtin.base import BuiltinRule, as_scalar, fmt, is_numeric
 from sdk_ext.rules.builtin.overtraining import Plateau
@@ -65,8 +72,17 @@ class PoorWeightInitialization(BuiltinRule):
         self.patience = p.integer("patience", patience, ge=1)
         self.steps = p.integer("steps", steps, ge=1)
         p.done()
-        self._loss: dict[str, Plateau] = {}
+        self._loss: dict[tuple[str, ModeKeys], Plateau] = {}
         self._finder = ActivationFinder()
+        regex = ", ".join(repr(r) for r in self.activation_inputs_regex)
+        self.parts = {
+            "activation inputs": f"two or more tensors matching activation_inputs_regex {regex}, or inputs of "
+                                 "ReLU modules (save the input of each activation module; a functional relu "
+                                 "is not a module and is never saved), at the same step",
+            "gradients": "tensors of the gradients collection with 2 or more elements",
+            "losses": "a scalar loss (the losses collection, or a tensor named like 'loss') saved at TRAIN steps "
+                      "(or steps of a job without modes)",
+        }
 
     def invoke_at_step(self, step: int) -> bool:
         if step >= self.steps:
@@ -83,6 +99,7 @@ class PoorWeightInitialization(BuiltinRule):
                 variances[name] = var
         if len(variances) < 2:
             return False
+        self.checked_part("activation inputs", variances)
         ratio = variance_ratio(list(variances.values()))
         if ratio > self.threshold:
             hi = max(variances, key=variances.__getitem__)
@@ -98,6 +115,7 @@ class PoorWeightInitialization(BuiltinRule):
             value = self.value(name, step)
             if value is None or not is_numeric(value) or value.size < 2:
                 continue
+            self.checked_part("gradients", [name])
             r = spread(value)
             if r < self.distribution_range:
                 return self.found_issue(
@@ -107,11 +125,15 @@ class PoorWeightInitialization(BuiltinRule):
         return False
 
     def _losses(self, step: int) -> bool:
+        mode = self.mode_of(step)[0]
+        if mode not in (ModeKeys.TRAIN, ModeKeys.GLOBAL):
+            return False  # validation and prediction losses say nothing about convergence
         for name in self.loss_tensors(step):
             value = as_scalar(self.value(name, step))
             if value is None:
                 continue
-            plateau = self._loss.setdefault(name, Plateau())
+            self.checked_part("losses", [name])
+            plateau = self._loss.setdefault((name, mode), Plateau())
             if plateau.add(value, 0.0) >= self.patience:
                 return self.found_issue(
                     f"tensor {name!r}: loss has not decreased below {fmt(plateau.best)} for {plateau.wait} "

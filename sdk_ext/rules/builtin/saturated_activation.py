@@ -1,7 +1,7 @@
 """SaturatedActivation: too many tanh/sigmoid units whose inputs sit in the flat tails.
 
-RULES.md §3.12. Each tensor matching ``collection_names`` ∪ ``tensor_regex`` is the *input* of a
-tanh or sigmoid. Readings chosen where RULES.md reconstructs [R]: the function is taken from the
+docs/RULES.md#saturatedactivation. Each tensor matching ``collection_names`` ∪ ``tensor_regex`` is the *input* of a
+tanh or sigmoid. Readings chosen where SageMaker documents no exact formula: the function is taken from the
 tensor name (containing "tanh" or "sigmoid", any case; a name with neither is skipped, since its
 limits are unknown); a value is active when ``min < x < max`` for that function; units as in
 :mod:`sdk_ext.rules.builtin.units`. A unit is saturated when less than ``threshold_inactivity``

@@ -1,7 +1,7 @@
 """StalledTrainingRule: the training job has written nothing new for ``threshold`` seconds.
 
-RULES.md §3.18. Time-driven, not value-driven, so it replaces ``invoke``. Readings chosen where
-RULES.md reconstructs [R]:
+docs/RULES.md#stalledtrainingrule. Time-driven, not value-driven, so it replaces ``invoke``. Readings chosen where SageMaker
+documents no exact formula:
 
 * Progress is any new step in the trial (written by any worker; a step still incomplete counts).
   The clock starts when the rule is created (a job that never writes anything stalls too).
@@ -9,6 +9,9 @@ RULES.md reconstructs [R]:
   already knows one); otherwise it polls every ``poll_interval`` seconds until new data arrives
   (``now`` becomes the last progress), training ends (:class:`NoMoreData`, a normal end), or
   ``now - last_progress > threshold``: then it fires, at the last step written (or 0).
+* Its waits between polls are :func:`~sdk_ext.rules.time_limit.untimed`: under the evaluator, a
+  ``threshold`` above ``invoke_timeout_secs`` (1800 s against 300 s by default) still fires; only
+  the rule's own work between two polls is held to the limit.
 * ``stop_training_on_fire`` adds a StopTraining action for ``training_job_name_prefix`` (required
   then); like SageMaker's, it stops the job only if exactly one InProgress job starts with it.
 """
@@ -23,6 +26,7 @@ from sdk_ext.exceptions import NoMoreData, RuleEvaluationConditionMet
 from sdk_ext.modes import StepState
 from sdk_ext.rules.actions import StopTraining
 from sdk_ext.rules.builtin.base import BuiltinRule, fmt
+from sdk_ext.rules.time_limit import untimed
 
 
 class StalledTrainingRule(BuiltinRule):
@@ -81,4 +85,5 @@ class StalledTrainingRule(BuiltinRule):
                 if not self.defer_actions:
                     self.run_actions(str(condition))
                 raise condition
-            self.sleep(self.poll_interval)
+            with untimed():  # waiting for the job: never a stuck rule (the threshold may exceed the time limit)
+                self.sleep(self.poll_interval)

@@ -1,8 +1,8 @@
 """TensorVariance: a tensor whose variance is above ``max_threshold`` or below ``min_threshold``.
 
-RULES.md §3.10. ``collection_names`` or ``tensor_regex`` must be given. The variance is the
-``variance`` reduction (stored, or computed from the value: ``np.var``). Reading chosen where
-RULES.md reconstructs [R]: with neither threshold set the rule could never fire, so that is a
+docs/RULES.md#tensorvariance. ``collection_names`` or ``tensor_regex`` must be given. The variance is the
+``variance`` reduction (stored, or computed from the value: ``np.var``). Reading chosen where SageMaker
+documents no exact formula: with neither threshold set the rule could never fire, so that is a
 parameter error rather than a rule that silently reports NoIssuesFound.
 """
 

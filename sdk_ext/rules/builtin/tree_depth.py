@@ -1,6 +1,6 @@
 """TreeDepth (XGBoost): trees deeper than ``depth``.
 
-RULES.md §3.20. The XGBoost hook saves the node ids of the round's trees as ``trees/Node``; the
+docs/RULES.md#treedepth. The XGBoost hook saves the node ids of the round's trees as ``trees/Node``; the
 depth is ``floor(log2(max node id))`` (0 for a lone root), as the AWS docs define it. That formula
 counts a full tree right but an unbalanced one short (a path of depth 5 can end at node id 10):
 sdk_ext's hook also saves each node's depth as ``trees/Depth``, and when a step has it, the rule

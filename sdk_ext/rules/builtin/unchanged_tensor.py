@@ -1,6 +1,6 @@
 """UnchangedTensor: a tensor that has kept the same value over its last ``num_steps`` saved steps.
 
-RULES.md §3.6. At step ``s``, for each selected tensor (``collection_names`` ∪ ``tensor_regex``,
+docs/RULES.md#unchangedtensor. At step ``s``, for each selected tensor (``collection_names`` ∪ ``tensor_regex``,
 every tensor when both are empty): take its last ``num_steps`` saved steps up to and including
 ``s`` (saved steps, not necessarily consecutive); fewer than that, skip. Fires when every one of
 them is ``np.allclose`` to the value at ``s`` with ``rtol``, ``atol``, ``equal_nan``.
@@ -40,6 +40,8 @@ def unchanged(values: Sequence[np.ndarray], *, rtol: float, atol: float, equal_n
 class UnchangedTensor(BuiltinRule):
     """Fires when a selected tensor is unchanged across its last ``num_steps`` saved steps."""
 
+    judges_on_selection = False  # a tensor is judged once it has a window of num_steps saved steps
+
     def __init__(
         self,
         base_trial: Any,
@@ -62,6 +64,10 @@ class UnchangedTensor(BuiltinRule):
         self.params.done()
         self._modes: dict[int, ModeKeys] = {}  # global step -> its mode
 
+    def needs_to_judge(self) -> str:
+        return (f"each tensor saved at num_steps={self.num_steps} steps of one mode (TRAIN, or any steps of a job "
+                "without modes; EVAL and PREDICT steps are not judged): save it more often, or lower num_steps")
+
     def _mode(self, step: int) -> ModeKeys:
         if step not in self._modes:
             self._modes[step] = self.mode_of(step)[0]
@@ -79,6 +85,7 @@ class UnchangedTensor(BuiltinRule):
             values = [self.value(name, s) for s in window]
             if any(v is None or not is_numeric(v) for v in values):
                 continue
+            self.judged([name])
             if unchanged(values, rtol=self.rtol, atol=self.atol, equal_nan=self.equal_nan):
                 return self.found_issue(
                     f"tensor {name!r} has not changed over its last {self.num_steps} saved "

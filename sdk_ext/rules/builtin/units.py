@@ -1,6 +1,6 @@
 """Per-unit activity of a layer's activations, shared by DeadRelu and SaturatedActivation.
 
-Reading chosen where RULES.md reconstructs [R]: a *unit* is one index of axis 1 (a neuron of a
+Reading chosen where SageMaker documents no exact formula: a *unit* is one index of axis 1 (a neuron of a
 ``(batch, units)`` output, a channel of an NCHW feature map); a 1-D tensor is one sample, each
 element a unit. A unit's activity is the percentage of its values (over the batch and any spatial
 axes) that are "active".

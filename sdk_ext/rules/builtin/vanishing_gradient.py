@@ -1,6 +1,6 @@
 """VanishingGradient: a gradient whose mean absolute value has fallen below ``threshold``.
 
-RULES.md §3.1. At each step, every tensor of the ``gradients`` collection with data at that step:
+docs/RULES.md#vanishinggradient. At each step, every tensor of the ``gradients`` collection with data at that step:
 ``mean(|g|)`` (the stored ``abs_mean`` reduction when only reductions were saved) below ``threshold``
 fires. All gradients are checked; the first offender is reported.
 """
@@ -9,14 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from sdk_ext.rules.builtin.base import BuiltinRule, fmt
-
-
-def mean_abs(gradient: np.ndarray) -> float:
-    """``mean(|g|)`` in float64 (no overflow for float16 inputs)."""
-    return float(np.mean(np.abs(np.asarray(gradient, dtype=np.float64))))
 
 
 def is_vanishing(mean_abs_value: float, threshold: float) -> bool:

@@ -1,9 +1,12 @@
 """WeightUpdateRatio: weight updates too large or too small relative to the weights.
 
-RULES.md §3.4. At each step, for every tensor of the ``weights`` collection: compare with the
-previous saved step ``p`` of that tensor (with ``num_steps``: the latest saved ``p`` with
-``step - num_steps <= p < step``); no such step, skip. The ratio is the reading chosen where RULES.md
-reconstructs [R]::
+At each TRAIN step (each step of a trial without modes), for every tensor of the ``weights``
+collection: compare with the previous TRAIN step ``p`` that saved it (with ``num_steps``: the latest
+such ``p`` with ``step - num_steps <= p < step``, counted in TRAIN steps, SageMaker's
+``train.save_interval``); no such step, skip. EVAL and PREDICT steps are neither judged nor
+compared with: weights do not change while a model is validated, so a ratio across them says nothing
+about training (comparing with the previous saved step of any mode gave 0 and fired on every healthy
+job that validates). The ratio is sdk_ext's reading of SageMaker's "ratio of updates to weights"::
 
     ratio = ||w_step - w_p||_2 / (||w_p||_2 + epsilon)
 
@@ -20,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from sdk_ext.modes import ModeKeys
 from sdk_ext.rules.builtin.base import BuiltinRule, fmt
 
 
@@ -44,6 +48,8 @@ def previous_step(steps: list[int], step: int, num_steps: int | None) -> int | N
 class WeightUpdateRatio(BuiltinRule):
     """Fires when the relative update of a weight is above ``large_threshold`` or below ``small_threshold``."""
 
+    judges_on_selection = False  # a weight is judged once it has a previous TRAIN step
+
     def __init__(
         self,
         base_trial: Any,
@@ -65,19 +71,29 @@ class WeightUpdateRatio(BuiltinRule):
         )
         self.params.done()
 
+    def needs_to_judge(self) -> str:
+        within = f", at most num_steps={self.num_steps} TRAIN steps apart" if self.num_steps is not None else ""
+        return (f"each weight saved at two TRAIN steps (steps of a job without modes){within}; save the "
+                "weights collection more often (its save_interval) than the job has training steps")
+
     def invoke_at_step(self, step: int) -> bool:
+        mode, mode_step = self.mode_of(step)
+        if mode not in (ModeKeys.TRAIN, ModeKeys.GLOBAL):
+            return False  # weights do not change outside training
         for name in self.collection_tensors("weights", step):
-            p = previous_step(self.tensor_steps(name), step, self.num_steps)
+            p = previous_step(self.tensor_steps(name, mode=mode), mode_step, self.num_steps)
             if p is None:
                 continue
-            current, previous = self.value(name, step), self.value(name, p)
+            current, previous = self.value(name, mode_step, mode=mode), self.value(name, p, mode=mode)
             if current is None or previous is None or current.shape != previous.shape:
                 continue
+            self.judged([name])
             ratio = update_ratio(previous, current, self.epsilon)
+            since = f"{mode.name} step {p}" if mode is ModeKeys.TRAIN else f"step {p}"
             if ratio > self.large_threshold:
-                return self.found_issue(f"tensor {name!r}: update/weight ratio {fmt(ratio)} since step {p} "
+                return self.found_issue(f"tensor {name!r}: update/weight ratio {fmt(ratio)} since {since} "
                                         f"is above large_threshold {fmt(self.large_threshold)}")
             if ratio < self.small_threshold:
-                return self.found_issue(f"tensor {name!r}: update/weight ratio {fmt(ratio)} since step {p} "
+                return self.found_issue(f"tensor {name!r}: update/weight ratio {fmt(ratio)} since {since} "
                                         f"is below small_threshold {fmt(self.small_threshold)}")
         return False

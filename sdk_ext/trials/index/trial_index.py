@@ -6,12 +6,12 @@ JSON and nothing per tensor beyond a dict entry. A refresh lists ``index/`` only
 (the key of the last step every worker has written) and reads only keys it has not read before,
 all in one ``read_many`` batch, so an S3 listing stays one page and no index file is fetched twice.
 
-Bookkeeping follows smdebug's reader (reference/FORMAT.md §8.2): the first index file seen for a
+Bookkeeping follows smdebug's reader (docs/FORMAT.md#steps-mode-steps-and-complete-steps): the first index file seen for a
 global step fixes its mode and mode step; a step is complete once ``num_workers`` workers wrote it,
 and every step up to the last complete one counts as complete (stragglers are given up); when more
 than ``incomplete_step_window`` steps wait for missing workers, the older half is given up too.
 
-Fewer requests on S3 (issue 17.6; smdebug #99):
+Fewer requests on S3 (docs/FORMAT.md#consolidated-index; smdebug #99):
 
 * many index files to read and listings with sizes: they come from the writers' consolidated
   indexes where those hold them (:mod:`sdk_ext.trials.index.consolidated`), one GET per worker;

@@ -1,4 +1,4 @@
-"""The auto-stop function trusts SageMaker, not the event (issue 13.5), with faults injected.
+"""The auto-stop function trusts SageMaker, not the event, with faults injected.
 
 Real boto3 clients under botocore's Stubber (every call checked against the API model; a call that was
 not queued fails), the captured event from tests/fixtures/events, and a property test over random

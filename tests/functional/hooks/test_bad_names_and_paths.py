@@ -1,4 +1,4 @@
-"""Smaller faults of issue 26.8, hook and reader side: an unencodable tensor name, a damaged include_regex in a
+"""Smaller faults, hook and reader side: an unencodable tensor name, a damaged include_regex in a
 collections file, a NUL in debughookconfig.json's LocalPath."""
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ from sdk_ext.format.records import iter_records
 from sdk_ext.hooks import Collection, Hook, ReductionConfig, SaveConfig, SaveConfigMode
 from sdk_ext.modes import ModeKeys
 from sdk_ext.storage import LocalStorage
+from sdk_ext.trials import create_trial
 from tests.trial_dump import decode_value_json, dump_with_format
 
 
@@ -145,10 +146,21 @@ def test_user_errors_at_run_time_do_not_raise(tmp_path: Path, caplog: pytest.Log
         hook.save_tensor("when", np.array(["2024-01-01"], dtype="datetime64[D]"))  # no such dtype in the format
         hook.save_tensor("ok", np.ones(1))
     assert not hook.disabled and "when" in caplog.text
-    hook.set_mode("TRAINING")  # a typo: logged, hook disabled, no exception
-    assert hook.disabled
     hook.close()
     assert "ok" in dump_with_format(tmp_path)["tensors"]
+
+
+def test_set_mode_with_an_unknown_mode_raises_value_error_and_the_hook_keeps_saving(tmp_path: Path) -> None:
+    """As smdebug's set_mode does (its tests/xgboost expects ValueError): a typo in the call is the caller's
+    mistake, reported where it is made; the hook is not disabled by it."""
+    hook = Hook(tmp_path, save_config=SaveConfig(save_interval=1))
+    with pytest.raises(ValueError, match="TRAINING"):
+        hook.set_mode("TRAINING")
+    assert not hook.disabled
+    hook.set_mode(ModeKeys.EVAL)
+    hook.save_tensor("x", np.ones(1))
+    hook.close()
+    assert create_trial(str(tmp_path)).steps(mode=ModeKeys.EVAL) == [0]
 
 
 def test_no_end_marker_inside_sagemaker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,4 +1,4 @@
-"""The trial directory deleted mid-training, or the disk full when the collections file is written (issue 26.6).
+"""The trial directory deleted mid-training, or the disk full when the collections file is written.
 
 The hook says once what was lost, writes the collections file again so the steps saved afterwards can be
 read, and never leaves a trial the reader takes for "nothing was saved" while index files exist. The disk

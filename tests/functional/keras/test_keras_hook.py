@@ -26,7 +26,7 @@ def test_fit_evaluate_predict_saves_smdebugs_names_collections_and_modes(run_sce
     trial = create_trial(str(trial_dir))
     names = set(trial.tensor_names())
     layers = {"dense": "relu", "dense_1": "tanh", "dense_2": None}
-    expected = {"loss", "mae", "val_loss", "val_mae", "inputs", "labels", "predictions",
+    expected = {"loss", "mae", "batch", "val_loss", "val_mae", "inputs", "labels", "predictions",
                 "sgd/iteration:0", "sgd/learning_rate:0"}
     for layer, act in layers.items():
         expected |= {f"{layer}/weights/{layer}/kernel:0", f"{layer}/weights/{layer}/bias:0",
@@ -41,7 +41,7 @@ def test_fit_evaluate_predict_saves_smdebugs_names_collections_and_modes(run_sce
     assert coll["biases"] == {f"{n}/weights/{n}/bias:0" for n in layers}
     assert coll["gradients"] == {f"gradients/{n}/{v}Grad" for n in layers for v in ("kernel", "bias")}
     assert coll["losses"] == {"loss", "val_loss"}
-    assert coll["metrics"] == {"mae", "val_mae"}
+    assert coll["metrics"] == {"mae", "val_mae", "batch"}  # batch: the batch index, as smdebug saved it
     assert coll["optimizer_variables"] == {"sgd/iteration:0", "sgd/learning_rate:0"}
     assert coll["inputs"] == {"inputs"} and coll["outputs"] == {"labels", "predictions"}
     assert "dense/outputs" in coll["layers"] and "dense_1/tanh_input" in coll["layers"]

@@ -148,7 +148,7 @@ def test_ctrl_c_writes_the_summary_and_the_report_then_exits_130(tmp_path: Path,
     assert "<svg" in html and "CrossEntropyLoss_output_0" in html
 
 
-# --- item 9 and issue 16.6: papercuts -----------------------------------------------------------------
+# --- papercuts -----------------------------------------------------------------
 
 def test_script_arguments_without_double_dash_get_a_hint(tmp_path: Path, repo_env: dict[str, str]) -> None:
     script = write_script(tmp_path, NO_HOOK)

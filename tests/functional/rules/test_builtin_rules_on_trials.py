@@ -194,13 +194,60 @@ def test_fires_at_the_offending_step(name, tmp_path):
 @pytest.mark.parametrize("name", VALUE_RULES)
 def test_stays_quiet_on_healthy_data(name, tmp_path):
     case = CASES[name]
-    step, _ = run(name, tmp_path, case.quiet(), case.params, case.other_quiet() if case.other_quiet else None)
+    step, rule = run(name, tmp_path, case.quiet(), case.params, case.other_quiet() if case.other_quiet else None)
     assert step is None
+    assert rule.coverage_note() is None  # it judged tensors: its NoIssuesFound is a pass, not CheckedNothing
 
 
 @pytest.mark.parametrize("name", VALUE_RULES)
 def test_ends_quietly_when_the_trial_has_none_of_its_tensors(name, tmp_path):
     case = CASES[name]
     params = {**case.params, **case.nodata_params}
-    step, _ = run(name, tmp_path, case.nodata(), params, case.other_nodata() if case.other_nodata else None)
+    step, rule = run(name, tmp_path, case.nodata(), params, case.other_nodata() if case.other_nodata else None)
     assert step is None
+    assert rule.coverage_note() is not None  # NoIssuesFound led by CheckedNothing: not a pass
+
+
+@dataclass
+class TooLittle:
+    """Data a rule selects but cannot judge (it needs more than one step's value), and what it says it needs."""
+
+    params: dict[str, str]
+    steps: Callable[[], Steps]
+    needs: str
+    other: Callable[[], Steps] | None = None
+
+
+TOO_LITTLE: dict[str, TooLittle] = {
+    "WeightUpdateRatio": TooLittle({}, lambda: weights([0]), "each weight saved at two TRAIN steps"),
+    "UnchangedTensor": TooLittle({"tensor_regex": "weight"}, lambda: weights([0, 0]), "saved at num_steps=3 steps"),
+    "LossNotDecreasing": TooLittle({"num_steps": "10"}, lambda: losses([1.0, 1.0]), "at least num_steps=10 steps"),
+    "Overfit": TooLittle({}, lambda: train_eval([1.0] * 4, []), "saved in TRAIN mode and then in EVAL mode"),
+    "ClassImbalance": TooLittle({"samples": "100"}, lambda: labels_steps(lambda s: (np.arange(10) % 2,) * 2),
+                                "at least samples=100 labels saved with predictions (it saw 20)"),
+    "Confusion": TooLittle({}, lambda: [(s, {"labels": np.arange(10)}) for s in range(2)],
+                           "labels and predictions with values at the same step"),
+    "CheckInputImages": TooLittle({"regex": "input_image", "threshold_samples": "100"},
+                                  lambda: [(0, {"input_image": rng.uniform(0, 1, (64, 3, 4, 4))})],
+                                  "threshold_samples=100 images of one tensor (it saw at most 64)"),
+    "FeatureImportanceOverweight": TooLittle(
+        {}, lambda: [(0, {f"feature_importance/weight/f{i}": np.float32(0.9 if i == 0 else 0.05) for i in range(3)})],
+        "more than nfeatures=3 features"),
+    "SimilarAcrossRuns": TooLittle({}, lambda: [(0, {"w": np.ones(3)})],
+                                   "the same tensor saved by the other trial at the same step",
+                                   other=lambda: [(0, {"v": np.ones(3)}), (1, {"w": np.ones(3)})]),
+}
+
+
+def test_rules_that_judge_across_steps_have_a_too_little_data_case():
+    assert sorted(TOO_LITTLE) == sorted(n for n in VALUE_RULES if not BUILTIN_RULES[n].judges_on_selection)
+
+
+@pytest.mark.parametrize("name", sorted(TOO_LITTLE))
+def test_a_rule_that_found_tensors_but_could_judge_none_says_so(name, tmp_path):
+    case = TOO_LITTLE[name]
+    step, rule = run(name, tmp_path, case.steps(), case.params, case.other() if case.other else None)
+    assert step is None
+    note = rule.coverage_note()
+    assert note is not None and note.startswith("the rule found '")  # not a pass: it judged nothing
+    assert case.needs in note

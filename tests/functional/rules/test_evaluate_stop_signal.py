@@ -1,4 +1,4 @@
-"""SageMaker's rule-stop signal (EVALUATOR.md §2): a timestamp written into the file named by
+"""SageMaker's rule-stop signal (docs/RULES.md#stop-signal): a timestamp written into the file named by
 SAGEMAKER_ENV_RULE_STOP_SIGNAL_FILE under the trial ends the evaluation, after rule_stop_grace_time_secs,
 with the normal end-of-job status. rules/evaluate.py as a subprocess on a trial that never gets its end marker."""
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sdk_ext.exceptions import ConfigError
-from sdk_ext.rules import Rule, invoke_rule
+from sdk_ext.exceptions import ConfigError, RuleEvaluationConditionMet
+from sdk_ext.rules import Rule, StalledTrainingRule, invoke_rule
 from sdk_ext.rules.factory import split_parameters
 from sdk_ext.rules.time_limit import (
     DEFAULT_INVOKE_TIMEOUT,
@@ -25,7 +25,7 @@ from sdk_ext.rules.time_limit import (
 )
 from sdk_ext.trials import create_trial
 from tests.functional.rules.test_evaluate import EVALUATE, evaluate, read_status, wait_for
-from tests.functional.rules.trial_writer import write_trial
+from tests.functional.rules.trial_writer import TrialWriter, write_trial
 
 RULES = textwrap.dedent("""
     import time
@@ -48,6 +48,24 @@ RULES = textwrap.dedent("""
             return False
 
     class Quick(Rule):
+        def invoke_at_step(self, step):
+            return False
+
+    class BusyInvoke(Rule):
+        '''Replaces invoke (as StalledTrainingRule does) and computes forever at step 2, without waiting.'''
+        def invoke(self, step):
+            while step == 2:
+                pass
+
+        def invoke_at_step(self, step):
+            return False
+
+    class WaitsThroughTheTrial(Rule):
+        '''Replaces invoke and waits for each step with smdebug's public trial API.'''
+        def invoke(self, step):
+            self.base_trial.wait_for_steps([step])
+            super().invoke(step)
+
         def invoke_at_step(self, step):
             return False
 """)
@@ -73,7 +91,7 @@ def args(trial: Path, rules_file: Path, out: Path, cls: str, *params: str) -> li
     return argv
 
 
-@pytest.mark.parametrize("cls", ["BusyLoop", "Stubborn"])
+@pytest.mark.parametrize("cls", ["BusyLoop", "Stubborn", "BusyInvoke"])
 def test_a_rule_stuck_at_a_step_ends_in_error_naming_rule_and_step(  # type: ignore[no-untyped-def]
     cls: str, trial: Path, rules_file: Path, tmp_path: Path, repo_env
 ) -> None:
@@ -184,3 +202,108 @@ def test_the_watchdog_acts_only_when_the_invocation_outlives_its_grace() -> None
     now[0] = 101.0 + HARD_GRACE + 0.1  # the watchdog re-reads the clock at least once a second
     wait_for(lambda: exits, what="forced exit", timeout=5)
     assert exits == [2] and stuck[0].step == 8 and stuck[0].rule == "R"
+
+
+def _still_training(path: Path, steps: int) -> TrialWriter:
+    writer = TrialWriter(path)
+    for s in range(steps):
+        writer.step(s, {"loss": np.float32(1.0 / (s + 1))})
+    writer.close(end=False)
+    return writer
+
+
+def test_stalled_training_fires_at_its_threshold_even_above_the_time_limit(  # type: ignore[no-untyped-def]
+    tmp_path: Path, repo_env
+) -> None:
+    # the job wrote steps 0-2 and then nothing: the rule waits 3 s for a new step, three times the 1 s limit
+    # on the rule's own code; waiting for data is not the rule being stuck, so it fires (it used to end in
+    # Error RuleTimeout after 1 s, and with the defaults, 300 s, before the 1800 s threshold could ever fire)
+    trial = tmp_path / "trial"
+    _still_training(trial, 3)
+    out = tmp_path / "out"
+    code, status, stderr = evaluate(["--trial-dir", str(trial), "--rule-name", "StalledTrainingRule",
+                                     "--param", "threshold=3", "--param", "invoke_timeout_secs=1",
+                                     "--output-dir", str(out)], repo_env, timeout=120)
+    assert code == 3, stderr
+    assert status["RuleEvaluationStatus"] == "IssuesFound" and status["Step"] == 2
+    assert "no new step for" in status["StatusDetails"]
+    assert "(threshold 3 s); last step written: 2" in status["StatusDetails"]
+
+
+def test_a_rule_waiting_through_the_trial_api_is_not_timed_while_it_waits(  # type: ignore[no-untyped-def]
+    rules_file: Path, tmp_path: Path, repo_env
+) -> None:
+    trial = tmp_path / "trial"
+    writer = _still_training(trial, 1)
+    out = tmp_path / "out"
+    rule = subprocess.Popen([sys.executable, EVALUATE, *args(trial, rules_file, out, "WaitsThroughTheTrial",
+                                                             "invoke_timeout_secs=1")],
+                            env=repo_env, stderr=subprocess.PIPE, text=True)
+    try:
+        assert wait_for(lambda: read_status(out).get("RuleEvaluationStatus") == "InProgress", what="InProgress")
+        time.sleep(2.5)  # the rule waits in trial.wait_for_steps([1]) for longer than its 1 s limit
+        writer.step(1, {"loss": np.float32(0.5)})
+        writer.close(end=True)
+        code = rule.wait(timeout=60)
+    finally:
+        if rule.poll() is None:
+            rule.kill()
+        _, stderr = rule.communicate()
+    status = read_status(out)
+    assert code == 0, (status, stderr[-2000:])
+    assert status["RuleEvaluationStatus"] == "NoIssuesFound"
+    assert status["StatusDetails"] == "Training ended; last saved step: 1"
+
+
+def test_invoke_rule_does_not_time_the_stalled_rule_s_wait(tmp_path: Path) -> None:
+    _still_training(tmp_path / "trial", 2)
+    rule = StalledTrainingRule(create_trial(str(tmp_path / "trial")), threshold="0.6")
+    started = time.monotonic()
+    with pytest.raises(RuleEvaluationConditionMet) as fired:
+        invoke_rule(rule, raise_eval_cond=True, poll_interval=0.05, time_limit=0.2)
+    assert fired.value.step == 1 and time.monotonic() - started > 0.6
+
+
+class _ComputesForeverAfterWaiting(Rule):
+    """Replaces invoke: waits for the step like Rule.invoke, then computes forever at step 1."""
+
+    def invoke(self, step: int) -> None:
+        super().invoke(step)
+        while step == 1:
+            sum(range(1000))
+
+    def invoke_at_step(self, step: int) -> bool:
+        return False
+
+
+def test_a_rule_computing_after_a_wait_is_still_stopped_at_its_limit(trial: Path) -> None:
+    rule = _ComputesForeverAfterWaiting(create_trial(str(trial)))
+    with pytest.raises(InvocationTimeout) as err:
+        invoke_rule(rule, time_limit=0.3)
+    assert (err.value.rule, err.value.step, err.value.limit) == ("_ComputesForeverAfterWaiting", 1, 0.3)
+
+
+def test_a_profiler_rule_waiting_for_its_next_window_is_not_timed(tmp_path: Path, repo_env) -> None:  # type: ignore[no-untyped-def]
+    from tests.unit.profiler_rules.files import end_job, local, metric, write_system
+
+    storage = local(tmp_path / "profiler-output")
+    t0 = 1_700_000_000.0
+    write_system(storage, [metric("GPUUtilization", "gpu0", 90.0, t0 + i * 0.5) for i in range(10)])  # 5 s of data
+    out = tmp_path / "out"
+    rule = subprocess.Popen([sys.executable, EVALUATE, "--trial-dir", str(tmp_path / "profiler-output"),
+                             "--rule-name", "LowGPUUtilization", "--param", "scan_interval_us=10000000",
+                             "--param", "invoke_timeout_secs=1", "--output-dir", str(out)],
+                            env=repo_env, stderr=subprocess.PIPE, text=True)
+    try:
+        assert wait_for(lambda: read_status(out).get("RuleEvaluationStatus") == "InProgress", what="InProgress")
+        time.sleep(2.5)  # the rule waits for data reaching the end of its first 10 s window, past its 1 s limit
+        write_system(storage, [metric("GPUUtilization", "gpu0", 90.0, t0 + 5 + i * 0.5) for i in range(50)])
+        end_job(storage)
+        code = rule.wait(timeout=60)
+    finally:
+        if rule.poll() is None:
+            rule.kill()
+        _, stderr = rule.communicate()
+    status = read_status(out)
+    assert code == 0, (status, stderr[-2000:])
+    assert status["RuleEvaluationStatus"] == "NoIssuesFound"

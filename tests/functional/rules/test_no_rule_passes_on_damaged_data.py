@@ -1,4 +1,4 @@
-"""No rule passes on damaged data (issue 26.2): a trial with a NaN at step 15, that step's data damaged.
+"""No rule passes on damaged data: a trial with a NaN at step 15, that step's data damaged.
 
 Each damage is made the way a user meets it (a file cut short by a full disk or a killed copy, emptied,
 deleted, an index file edited or hit by a flipped bit). ExplodingTensor must not end NoIssuesFound: the

@@ -1,4 +1,4 @@
-"""Every flipped bit named (issue 26.3): 200 single-bit flips in event files, 120 in index files.
+"""Every flipped bit named: 200 single-bit flips in event files, 120 in index files.
 
 A trial written by sdk_ext's hook carries checksums in its index files (sdk_ext.format.checksums). After
 one flipped bit anywhere in one file, every answer the reader gives is either exactly the undamaged one,

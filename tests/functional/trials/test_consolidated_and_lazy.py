@@ -1,4 +1,4 @@
-"""Opening a finished trial on remote storage without one request per index file (issue 17.6, smdebug #99).
+"""Opening a finished trial on remote storage without one request per index file (docs/FORMAT.md#consolidated-index, smdebug #99).
 
 The storage here is the project's in-memory one seen as remote (no ``read_into``, so the reader treats
 it as it treats S3) and counting every request; tests/functional/trials/test_trials_on_s3.py does the

@@ -94,7 +94,7 @@ def test_multiclass_shap_columns_and_predictions(tmp_path: Path) -> None:
 
 
 def test_metric_names_of_any_set_and_increasing_metrics_are_not_losses(tmp_path: Path) -> None:
-    train_job(tmp_path / "t", "binary", rounds=2, valid_name="valid_0", include=[])
+    train_job(tmp_path / "t", "binary", rounds=2, valid_name="valid_0", include=["losses"])
     trial = create_trial(str(tmp_path / "t"))
     metrics = set(trial.tensor_names(collection="metrics"))
     assert {"valid_0-logloss", "valid_0-error", "valid_0-auc", "valid_0-aucpr", "valid_0-error@0.7",
@@ -109,7 +109,7 @@ def test_ranking_metrics_with_at_are_metrics_not_losses(tmp_path: Path) -> None:
     x, rel = rng.normal(size=(60, 3)), rng.integers(0, 2, 60)
     d = xgb.DMatrix(x, label=rel)
     d.set_group([10] * 6)
-    hook = Hook(tmp_path / "t", save_config=SaveConfig(save_interval=1))
+    hook = Hook(tmp_path / "t", save_config=SaveConfig(save_interval=1), include_collections=["losses"])
     xgb.train({"objective": "rank:ndcg", "eval_metric": ["map@5", "ndcg@3", "pre@2"]}, d, 2, evals=[(d, "eval")],
               callbacks=[hook], verbose_eval=False)
     hook.close()
@@ -118,7 +118,7 @@ def test_ranking_metrics_with_at_are_metrics_not_losses(tmp_path: Path) -> None:
     assert trial.tensor_names(collection="losses") == []
 
 
-def test_default_is_metrics_and_losses_every_ten_rounds(tmp_path: Path) -> None:
+def test_default_is_metrics_every_ten_rounds(tmp_path: Path) -> None:
     x, y = data("regression")
     d = xgb.DMatrix(x, label=y)
     hook = Hook(tmp_path / "t")
@@ -127,6 +127,7 @@ def test_default_is_metrics_and_losses_every_ten_rounds(tmp_path: Path) -> None:
     trial = create_trial(str(tmp_path / "t"))
     assert trial.steps() == [0, 10, 20]
     assert trial.tensor_names() == ["train-rmse"]
+    assert trial.tensor_names(collection="losses") == ["train-rmse"]  # listed with metrics, no steps of its own
 
 
 def test_sklearn_estimators_take_the_hook_as_a_callback(tmp_path: Path) -> None:

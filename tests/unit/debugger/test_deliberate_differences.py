@@ -1,6 +1,6 @@
 """Where sdk_ext.debugger differs from SageMaker SDK 2.257.7 on purpose, one test per difference.
 
-Each test names the SDK behaviour it fixes (reference/SDK.md §7); everything else matches the SDK's
+Each test names the SDK behaviour it fixes (README.md#debugger-for-a-training-job-sagemaker-sdk-v3-v2-or-boto3); everything else matches the SDK's
 payloads (tests/compat/test_sdk_oracle.py).
 """
 

@@ -1,4 +1,4 @@
-"""Code written for ``sagemaker.debugger`` (SDK v2 2.257.x) runs with the prefix changed (issue 12, items 10-13).
+"""Code written for ``sagemaker.debugger`` (SDK v2 2.257.x) runs with the prefix changed.
 
 Every import below is a v2 import with ``sagemaker.debugger`` replaced by ``sdk_ext.debugger``.
 """

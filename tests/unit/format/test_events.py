@@ -113,7 +113,7 @@ def test_bfloat16_round_trips_when_available():
 
 
 def test_fixture_record_bytes_match_format_example():
-    # reference/FORMAT.md 4.6: fixture e, step 1, worker_0, tensor "loss"
+    # docs/FORMAT.md#event-payload: fixture e, step 1, worker_0, tensor "loss"
     expected = bytes.fromhex(
         "09000010" "40fc54d941" "1001" "2a31" "0a2f" "0a046c6f7373" "420a" "0801" "1200" "22048c2eba3d"
         "4a1b" "0a0e0a096d6f64655f73746570120131" "0a090a046d6f6465120131"

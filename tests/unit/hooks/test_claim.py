@@ -32,7 +32,6 @@ def test_a_claim_is_held_by_one_process_at_a_time_and_dies_with_it(tmp_path: Pat
         assert holder.stdout is not None and holder.stdout.readline().strip() == "True"
         claim = TrialClaim(tmp_path)
         assert not claim.acquire()
-        assert claim.holder() == str(holder.pid)
     finally:
         holder.send_signal(signal.SIGKILL)
         holder.wait(timeout=30)
@@ -77,6 +76,12 @@ def test_of_two_forked_workers_without_a_rank_one_writes(tmp_path: Path) -> None
     assert not (Path(out) / CLAIM_FILE).exists()  # released at close
 
 
+def test_a_claim_that_cannot_be_made_does_not_stop_writing(tmp_path: Path) -> None:
+    blocked = tmp_path / "file"
+    blocked.write_text("")  # a file where the trial directory would be: nothing can be created under it
+    assert TrialClaim(blocked / "trial").acquire()
+
+
 def test_a_rank_or_a_distributed_job_never_claims(tmp_path: Path) -> None:
     holder = TrialClaim(tmp_path)
     assert holder.acquire()
@@ -101,6 +106,6 @@ def test_the_loser_says_why(tmp_path: Path, caplog: pytest.LogCaptureFixture) ->
             hook.close()
     finally:
         holder.release()
-    assert f"another process (pid {os.getpid()}) is writing the trial" in caplog.text
+    assert f"(pid {os.getpid()}): another process is writing the trial {tmp_path}" in caplog.text
     assert "initialize torch.distributed" in caplog.text
     assert not (tmp_path / "index").exists()

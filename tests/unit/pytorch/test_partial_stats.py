@@ -11,7 +11,7 @@ from hypothesis.extra.numpy import arrays
 
 from sdk_ext.format.paths import ALL_OPS
 from sdk_ext.format.reductions import reduce as reduce_numpy
-from sdk_ext.pytorch.gather import merge_stats, partial_stats, stat_value
+from sdk_ext.pytorch.partial_stats import merge_stats, partial_stats, stat_value
 
 values = arrays(np.float32, st.integers(1, 40), elements=st.floats(-1e3, 1e3, width=32))
 

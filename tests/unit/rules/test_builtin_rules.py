@@ -1,4 +1,4 @@
-"""Each built-in rule's decisions on the test vectors of reference/RULES.md §3 (in-memory trials).
+"""Each built-in rule's decisions on the test vectors of docs/RULES.md#built-in-tensor-rules (in-memory trials).
 
 The same rules run against real trials on disk in tests/functional/rules/.
 """

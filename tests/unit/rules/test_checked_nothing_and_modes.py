@@ -5,7 +5,14 @@ from __future__ import annotations
 import numpy as np
 
 from sdk_ext.modes import ModeKeys
-from sdk_ext.rules.builtin import DeadRelu, ExplodingTensor, StalledTrainingRule, UnchangedTensor
+from sdk_ext.rules.builtin import (
+    Confusion,
+    DeadRelu,
+    ExplodingTensor,
+    StalledTrainingRule,
+    UnchangedTensor,
+    WeightUpdateRatio,
+)
 from sdk_ext.rules.status import CHECKED_NOTHING, checked_nothing, no_issues_details, reason
 from tests.unit.rules.fake_trial import FakeTrial
 from tests.unit.rules.helpers import first_firing
@@ -44,7 +51,7 @@ def test_stalled_training_judges_time_not_tensors() -> None:
 
 def _validating(train_values: list[float]) -> FakeTrial:
     """TRAIN steps with the given weight values; after every second one, two EVAL steps (same weight)."""
-    trial, step, eval_step = FakeTrial(ended=True), 0, 0
+    trial, step, eval_step = FakeTrial({"weights": ["weight$"]}, ended=True), 0, 0
     for i, w in enumerate(train_values):
         trial.add(step, {"fc.weight": np.full(3, w)}, mode=ModeKeys.TRAIN, mode_step=i)
         step += 1
@@ -67,6 +74,29 @@ def test_unchanged_tensor_still_fires_on_training_steps_that_change_nothing() ->
     step = first_firing(rule)
     assert step == 4  # the third TRAIN step (global 0, 1, 4): the EVAL steps 2, 3 are not in the window
     assert rule.issue is not None and "TRAIN steps [0, 1, 4]" in rule.issue
+
+
+def test_weight_update_ratio_compares_a_training_step_with_the_previous_training_step() -> None:
+    # EVAL steps hold the weights of the training step before them: across them the update is 0
+    assert first_firing(WeightUpdateRatio(_validating([1.0, 1.1, 1.2, 1.3, 1.4, 1.5]))) is None
+    frozen = WeightUpdateRatio(_validating([1.0, 1.1, 1.1, 1.3]))
+    assert first_firing(frozen) == 4  # TRAIN step 2 (global 4, after two EVAL steps) did not move
+    assert frozen.issue is not None and "ratio 0 since TRAIN step 1 is below small_threshold" in frozen.issue
+
+
+def test_weight_update_ratio_num_steps_counts_training_steps() -> None:
+    # saved every TRAIN step with EVAL steps between: TRAIN steps 1 and 2 are 1 TRAIN step apart, 3 global steps
+    rule = WeightUpdateRatio(_validating([1.0, 1.1, 1.1, 1.3]), num_steps="1")
+    assert first_firing(rule) == 4
+
+
+def test_confusion_found_by_its_tensor_names_is_not_checked_nothing() -> None:
+    trial = FakeTrial(ended=True)  # no labels/predictions collections: found only by the names
+    for step in range(2):
+        trial.add(step, {"labels": np.arange(4), "predictions": np.arange(4)})
+    rule = Confusion(trial)
+    assert first_firing(rule) is None
+    assert rule.coverage_note() is None and rule.checked == {"labels", "predictions"}
 
 
 def test_summary_reason_drops_the_standard_prefix_and_keeps_the_whole_reason() -> None:

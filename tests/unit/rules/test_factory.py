@@ -1,4 +1,4 @@
-"""RuleParameters -> rule object, the way SageMaker's evaluator builds it (reference/EVALUATOR.md §3)."""
+"""RuleParameters -> rule object, the way SageMaker's evaluator builds it (docs/RULES.md#as-sagemaker-sends-them)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Rule base class and invoke_rule: smdebug's semantics (reference/RULES.md §1)."""
+"""Rule base class and invoke_rule: smdebug's semantics (docs/RULES.md#invoke-and-invoke_rule)."""
 
 from __future__ import annotations
 

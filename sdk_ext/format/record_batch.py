@@ -205,8 +205,8 @@ def _shape_of(head: Bytes, prefix: bytes) -> Shape | None:
         turns.append(i)
         i += 1
     cache_key = (size, prefix, h[HEADER_SIZE] == 0x09, *turns)
-    found = _SHAPE_CACHE.get(cache_key, False)
-    if found is not False:
+    if cache_key in _SHAPE_CACHE:
+        found = _SHAPE_CACHE[cache_key]
         if found is None or h[found[2] : found[2] + len(prefix)] == prefix:
             return found
         return _build_shape(h, prefix)

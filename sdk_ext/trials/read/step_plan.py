@@ -146,6 +146,10 @@ class StepPlan:
                     continue
                 found = single if single is not None else self._tables(group, name)
                 if found is None:
+                    if not inside:  # a group around the slice may have none of its positions inside it
+                        first_in = bisect.bisect_left(group.positions, lo)
+                        if first_in == len(group.positions) or group.positions[first_in] >= hi:
+                            continue
                     return None
                 for table, positions, numbers, run in found:
                     if inside:  # every step of the table is wanted

@@ -146,3 +146,23 @@ def test_a_plan_works_out_only_the_blocks_a_slice_needs() -> None:
         assert sorted(f.step for f in step_plan.files) == list(range(50, 70))  # blocks 5 and 6 only
         assert len(step_plan.event_keys()) == 100  # every block, for a slab over every file
 
+
+
+def test_a_slice_inside_a_group_of_other_names_is_located() -> None:
+    # steps 9 and 11 lack "a": their group (other names) spans step 10, which has it; a slice of step 10
+    # alone must not be refused for the group around it
+    storage = InMemoryStorage()
+    builder = TrialBuilder(storage)
+    builder.collections()
+    for step in range(8, 12):
+        tensors = {"b": np.full(2, step, np.float32)}
+        if step in (8, 10):
+            tensors["a"] = np.full(3, step, np.float32)
+        builder.step(step, tensors=tensors)
+    builder.end()
+    index = create_trial(storage, timeout=0)._index
+    with mock.patch.object(plan_module, "BLOCK", 4):
+        step_plan = StepPlan(index, [8, 9, 10, 11], GLOBAL, None)
+        got = step_plan.locate("a", 2, 3)
+        assert got is not None and [step_plan.files[k].step for k in got[0].tolist()] == [10]
+        assert step_plan.locate("a", 1, 3) is None  # step 9 has no "a": the step-by-step path says so

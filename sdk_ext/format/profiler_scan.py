@@ -167,7 +167,7 @@ def _group(rows: Bytes2D) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]] |
 _FIELDS = ["Type", "Name", "Dimension", "Value", "NodeId", "Timestamp"]
 
 
-def _check_group(head: bytes, tail: bytes) -> tuple[str, str, str, str] | None:
+def _check_group(head: bytes | bytearray, tail: bytes | bytearray) -> tuple[str, str, str, str] | None:
     """The strings of a series whose lines read ``head`` <Value> ``tail`` <Timestamp> ``}``, if that is
     a JSON object with SageMaker's six keys in order and string values; else None."""
     try:
@@ -182,7 +182,7 @@ def _check_group(head: bytes, tail: bytes) -> tuple[str, str, str, str] | None:
     return strings
 
 
-def decode_regular(data: bytes, end: int) -> RegularLines | None:
+def decode_regular(data: bytes | bytearray, end: int) -> RegularLines | None:
     """Decode ``data[:end]`` (``\\n``-ended lines) if every line has SageMaker's shape, else None."""
     if end == 0 or data[end - 1] != _NEWLINE:
         return None
@@ -209,7 +209,7 @@ _NUMBER_WIDTH = 40
 _SHORT_NUMBER = 16
 
 
-def _decode_periodic(data: bytes, a: Bytes2D, ends: IntArray) -> RegularLines | None:
+def _decode_periodic(data: bytes | bytearray, a: Bytes2D, ends: IntArray) -> RegularLines | None:
     """:func:`decode_regular` for a file whose series repeat in one order, sample after sample (what a
     monitor writes): the general scan of the first :data:`_PREFIX_LINES` lines gives the order (``p``
     series) and each series' text around its two numbers; every later line ``i`` must then read, byte
@@ -296,7 +296,7 @@ def _at_width(buffer: Bytes2D, width: int) -> np.ndarray[Any, Any]:
 
 
 def _scan(
-    data: bytes, a: Bytes2D
+    data: bytes | bytearray, a: Bytes2D
 ) -> tuple[RegularLines, tuple[IntArray, IntArray, IntArray, IntArray]] | None:
     """The general scan of ``a`` (``data``'s first bytes, ``\\n``-ended lines): the lines, and each line's
     start, Value start and end, and Timestamp start; None if a line does not have SageMaker's shape."""

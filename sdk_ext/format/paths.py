@@ -32,6 +32,7 @@ NORM_OPS = ("l1", "l2")
 ALL_OPS = REDUCTION_OPS + NORM_OPS
 
 _INDEX_RE = re.compile(r"(?:^|/)index/\d+/(\d+)_(.+)\.json$")
+_INDEX_PREFIX = INDEX_DIR + "/"
 _EVENT_RE = re.compile(r"(?:^|/)events/\d+/(\d+)_(.+)\.tfevents$")
 _COLLECTIONS_RE = re.compile(r"(?:^|/)collections/[^/]+/(.+)_collections\.json$")
 _COLON_INDEX = re.compile(r":\d+")
@@ -72,6 +73,12 @@ def tensorboard_key(mode_name: str, step: int, pid: int, hostname: str) -> str:
 
 def parse_index_key(key: str) -> tuple[int, str] | None:
     """``(global step, worker)`` of an index key, or None if ``key`` is not an index file (e.g. ``.tmp``)."""
+    if key.startswith(_INDEX_PREFIX) and key.endswith(".json"):  # the usual key, without the regex: a trial has many
+        bucket, slash, name = key[len(_INDEX_PREFIX) : -5].partition("/")
+        step, _, worker = name.partition("_")
+        if slash and worker and "/" not in name and "\n" not in worker and bucket.isdecimal() and step.isdecimal() and bucket.isascii() \
+                and step.isascii():
+            return int(step), deserialize_worker(worker)
     match = _INDEX_RE.search(key)
     if match is None:
         return None

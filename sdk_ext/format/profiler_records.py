@@ -187,8 +187,12 @@ def decode_system_metrics(data: bytes, *, name: str = "<data>") -> list[SystemMe
     return decode_system_metric_columns(data, name=name).records()
 
 
-def decode_system_metric_columns(data: bytes, *, name: str = "<data>") -> SystemMetricColumns:
-    """Every sample of a file, column-wise (a torn last line skipped).
+def decode_system_metric_columns(
+    data: bytes | bytearray, *, name: str = "<data>", size: int | None = None
+) -> SystemMetricColumns:
+    """Every sample of a file, column-wise (a torn last line skipped); the file is ``data[:size]`` (all
+    of ``data`` if ``size`` is None: a reader may pass a buffer it reuses). Nothing returned refers to
+    ``data``.
 
     Lines in SageMaker's shape decode without a Python object per line
     (:func:`sdk_ext.format.profiler_scan.decode_regular`); anything else line by line through ``json``.
@@ -196,7 +200,7 @@ def decode_system_metric_columns(data: bytes, *, name: str = "<data>") -> System
     Raises:
         CorruptProfilerRecordError: a line other than the last is not a record.
     """
-    end = len(data)
+    end = len(data) if size is None else size
     while end and data[end - 1] in _BLANK:
         end -= 1
     if end == 0:
@@ -208,7 +212,7 @@ def decode_system_metric_columns(data: bytes, *, name: str = "<data>") -> System
         last = None  # torn: what a writer still appending leaves
     columns = _from_regular(decode_regular(data, last_start)) if last_start else _columns([], [], [], [])
     if columns is None:
-        columns = _decode_lines(data[:last_start], name)
+        columns = _decode_lines(bytes(data[:last_start]), name)
     if last is None:
         return SystemMetricColumns(columns.keys, columns.key_index, columns.values, columns.timestamps, True)
     return _append(columns, last)

@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import functools
 import json
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-_COLON, _SPACE, _NEWLINE = 58, 32, 10
+_COLON, _SPACE, _NEWLINE, _COMMA, _CLOSE = 58, 32, 10, 44, 125
 _PAD = 64
 _FNV = np.uint64(0x100000001B3)
 
@@ -46,13 +47,28 @@ class RegularLines:
         self.group, self.values, self.timestamps = group, values, timestamps
 
 
-def _windows(buffer: Bytes2D, width: int) -> Bytes2D:
-    return np.lib.stride_tricks.sliding_window_view(buffer, width)
+def _rows_at(buffer: Bytes2D, start: IntArray, width: int) -> Bytes2D:
+    """Rows of the ``width`` bytes from each ``start`` (zeros past the buffer's end): one gather, no copy
+    of the buffer to pad it."""
+    limit = buffer.size - width
+    if not len(start) or int(start.max()) <= limit:
+        if limit < 0:
+            return np.zeros((len(start), width), dtype=np.uint8)
+        rows: Bytes2D = _at_width(buffer, width)[start].view(np.uint8).reshape(-1, width)
+        return rows
+    out = np.zeros((len(start), width), dtype=np.uint8)
+    inside = start <= limit
+    if limit >= 0:
+        out[inside] = _at_width(buffer, width)[start[inside]].view(np.uint8).reshape(-1, width)
+    for k in np.flatnonzero(~inside).tolist():  # the last line's few rows
+        tail = buffer[int(start[k]) :]
+        out[k, : len(tail)] = tail
+    return out
 
 
-def _gather(padded: Bytes2D, start: IntArray, length: IntArray, width: int) -> Bytes2D:
+def _gather(buffer: Bytes2D, start: IntArray, length: IntArray, width: int) -> Bytes2D:
     """Rows of ``width`` bytes from each ``start``, zeroed past ``length``."""
-    rows = _windows(padded, width)[start]
+    rows = _rows_at(buffer, start, width)
     rows *= _prefix_masks(width)[length]
     return rows
 
@@ -74,7 +90,7 @@ _NUMBER_CHAR[0] = True  # the zeros past a number's end
 
 
 def parse_numbers(
-    padded: Bytes2D, start: IntArray, end: IntArray, *, repeats: bool = False
+    buffer: Bytes2D, start: IntArray, end: IntArray, *, repeats: bool = False
 ) -> npt.NDArray[np.float64] | None:
     """The JSON numbers at ``[start, end)``, each exactly ``float(text)``; None if one is not a number.
 
@@ -89,7 +105,7 @@ def parse_numbers(
     if (length <= 0).any() or int(length.max()) > 40:
         return None
     width = int(length.max())
-    chars = _gather(padded, start, length, width)
+    chars = _gather(buffer, start, length, width)
     if not repeats:
         return parse_numbers_text(chars)
     new = np.ones(n, dtype=bool)
@@ -151,7 +167,7 @@ def _group(rows: Bytes2D) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]] |
 _FIELDS = ["Type", "Name", "Dimension", "Value", "NodeId", "Timestamp"]
 
 
-def _check_group(head: bytes, tail: bytes) -> tuple[str, str, str, str] | None:
+def _check_group(head: bytes | bytearray, tail: bytes | bytearray) -> tuple[str, str, str, str] | None:
     """The strings of a series whose lines read ``head`` <Value> ``tail`` <Timestamp> ``}``, if that is
     a JSON object with SageMaker's six keys in order and string values; else None."""
     try:
@@ -166,11 +182,124 @@ def _check_group(head: bytes, tail: bytes) -> tuple[str, str, str, str] | None:
     return strings
 
 
-def decode_regular(data: bytes, end: int) -> RegularLines | None:
+def decode_regular(data: bytes | bytearray, end: int) -> RegularLines | None:
     """Decode ``data[:end]`` (``\\n``-ended lines) if every line has SageMaker's shape, else None."""
     if end == 0 or data[end - 1] != _NEWLINE:
         return None
     a = np.frombuffer(data, dtype=np.uint8, count=end)
+    if end > _PREFIX_BYTES:
+        ends = np.flatnonzero(a == _NEWLINE)
+        if len(ends) > 2 * _PREFIX_LINES:
+            periodic = _decode_periodic(data, a, ends)
+            if periodic is not None:
+                return periodic
+    scanned = _scan(data, a)
+    if scanned is None:
+        return None
+    lines, _ = scanned
+    return lines
+
+
+#: lines the periodic decoder learns the series' order from (the general scan of them), and bytes below
+#: which a file is too small for it to pay off
+_PREFIX_LINES = 4096
+_PREFIX_BYTES = 1 << 20
+#: the most bytes a number may take (as :func:`parse_numbers` allows), and what most take at most
+_NUMBER_WIDTH = 40
+_SHORT_NUMBER = 16
+
+
+def _decode_periodic(data: bytes | bytearray, a: Bytes2D, ends: IntArray) -> RegularLines | None:
+    """:func:`decode_regular` for a file whose series repeat in one order, sample after sample (what a
+    monitor writes): the general scan of the first :data:`_PREFIX_LINES` lines gives the order (``p``
+    series) and each series' text around its two numbers; every later line ``i`` must then read, byte
+    for byte, series ``i % p``'s text before its Value, a number, its text between the numbers, a
+    number, ``}``. Found with a newline scan and, per series, two gathers and compares of exactly its
+    text: a few passes over the file instead of the general scan's. None (use the general scan) if a
+    line reads otherwise, so the result is the general scan's whenever this one gives one."""
+    n = len(ends)
+    k = _PREFIX_LINES
+    prefix_end = int(ends[k - 1]) + 1
+    scanned = _scan(data, a[:prefix_end])
+    if scanned is None:
+        return None
+    head, (starts0, value_start0, value_end0, time_start0) = scanned
+    p = len(head.groups)
+    if p * 2 > k or not np.array_equal(head.group, np.resize(np.arange(p, dtype=np.intp), k)):
+        return None  # not one series order repeated (the general scan decides)
+    head_length = (value_start0 - starts0)[:p]
+    mid_length = (time_start0 - value_end0)[:p]
+    rest_ends = ends[k:]
+    starts = np.empty(n - k, dtype=np.int64)
+    starts[0] = prefix_end
+    starts[1:] = rest_ends[:-1] + 1
+    series = np.arange(k, n, dtype=np.intp) % p
+    value_start = starts + head_length[series]
+    # a Value ends at the first comma after its start (a number has none; the text after it starts with one):
+    # looked for in the next 16 bytes, then, for the lines without one there, in the next 40
+    value_end = _first_comma(a, value_start, _SHORT_NUMBER)
+    longer = np.flatnonzero(value_end < 0)
+    if len(longer):
+        value_end[longer] = _first_comma(a, value_start[longer], _NUMBER_WIDTH)
+        if (value_end[longer] < 0).any():
+            return None
+    time_start = value_end + mid_length[series]
+    time_end = rest_ends - 1
+    if not ((time_start < time_end).all() and (a[time_end] == _CLOSE).all()):
+        return None
+    # each line's text before its Value, and between its numbers, as its series' first line's: compared a
+    # width at a time, whole periods of lines from a period's start (re-checking a few prefix lines) as a
+    # (periods, series of that width, width) block against the series' texts, lines in file order
+    # (gathers that walk the file, not one series' lines 27 KB apart); then the lines of the last period
+    k0 = k // p * p
+    periods = (n - k0) // p
+    full = k0 + periods * p
+    all_starts = np.concatenate([starts0, starts])
+    all_value_end = np.concatenate([value_end0, value_end])
+    period_base = k0 + np.arange(periods, dtype=np.intp)[:, None] * p
+    tail = np.arange(full, n, dtype=np.intp)
+    for at, begin, length in ((all_starts, starts0, head_length), (all_value_end, value_end0, mid_length)):
+        for width in np.unique(length).tolist():
+            which = np.flatnonzero(length == width)  # the series with text this wide
+            texts = _rows_at(a, begin[which], width)
+            block = _rows_at(a, at[(period_base + which).ravel()], width).reshape(periods, len(which), width)
+            if not (block == texts).all():
+                return None
+    if len(tail):  # the last, partial period: each line against its series' text
+        for at, begin, length in ((all_starts, starts0, head_length), (all_value_end, value_end0, mid_length)):
+            for line in tail.tolist():
+                s, width = line % p, int(length[line % p])
+                if data[int(at[line]) : int(at[line]) + width] != data[int(begin[s]) : int(begin[s]) + width]:
+                    return None
+    values = parse_numbers(a, np.concatenate([value_start0, value_start]), np.concatenate([value_end0, value_end]))
+    timestamps = parse_numbers(
+        a, np.concatenate([time_start0, time_start]), np.concatenate([ends[:k] - 1, time_end]), repeats=True
+    )
+    if values is None or timestamps is None:
+        return None
+    return RegularLines(head.groups, np.resize(np.arange(p, dtype=np.intp), n), values, timestamps)
+
+
+def _first_comma(a: Bytes2D, start: IntArray, width: int) -> IntArray:
+    """The position of the first comma in the ``width`` bytes from each ``start``; -1 where there is none."""
+    found = _rows_at(a, start, width) == _COMMA
+    at = found.argmax(axis=1)
+    hit = found.reshape(-1)[np.arange(len(start), dtype=np.intp) * width + at]
+    out: IntArray = np.where(hit, start + at, -1)
+    return out
+
+
+def _at_width(buffer: Bytes2D, width: int) -> np.ndarray[Any, Any]:
+    """Element ``k`` is the ``width`` bytes at ``buffer[k:]`` (a view; gathering from it copies them)."""
+    view: np.ndarray[Any, Any] = np.ndarray((buffer.size - width + 1,), np.dtype((np.void, width)), buffer, 0, (1,))
+    return view
+
+
+def _scan(
+    data: bytes | bytearray, a: Bytes2D
+) -> tuple[RegularLines, tuple[IntArray, IntArray, IntArray, IntArray]] | None:
+    """The general scan of ``a`` (``data``'s first bytes, ``\\n``-ended lines): the lines, and each line's
+    start, Value start and end, and Timestamp start; None if a line does not have SageMaker's shape."""
     found = np.flatnonzero((a == _COLON) | (a == _NEWLINE))
     if len(found) % 7:
         return None
@@ -182,15 +311,14 @@ def decode_regular(data: bytes, end: int) -> RegularLines | None:
     starts = np.empty(n, dtype=np.int64)
     starts[0] = 0
     starts[1:] = ends[:-1] + 1
-    if not ((a[starts] == ord("{")).all() and (a[ends - 1] == ord("}")).all()):
+    if not ((a[starts] == ord("{")).all() and (a[ends - 1] == _CLOSE).all()):
         return None
-    padded = np.concatenate([a, np.zeros(_PAD, dtype=np.uint8)])
     value_start = _skip_space(a, colons[:, 3] + 1)
     value_end = colons[:, 4] - len(b'"NodeId"') - 1
     value_end = value_end - (a[value_end] == _SPACE)
     time_start = _skip_space(a, colons[:, 5] + 1)
-    values = parse_numbers(padded, value_start, value_end)
-    timestamps = parse_numbers(padded, time_start, ends - 1, repeats=True)
+    values = parse_numbers(a, value_start, value_end)
+    timestamps = parse_numbers(a, time_start, ends - 1, repeats=True)
     if values is None or timestamps is None:
         return None
     # a line's series: its bytes before the Value number and between the two numbers, grouped by hash
@@ -201,7 +329,7 @@ def decode_regular(data: bytes, end: int) -> RegularLines | None:
     if width_head + width_tail > _PAD * 8:
         return None
     rows = np.concatenate(
-        [_gather(padded, starts, head_length, width_head), _gather(padded, value_end, tail_length, width_tail)],
+        [_gather(a, starts, head_length, width_head), _gather(a, value_end, tail_length, width_tail)],
         axis=1,
     )
     grouping = _group(rows)
@@ -216,7 +344,7 @@ def decode_regular(data: bytes, end: int) -> RegularLines | None:
         if strings is None:
             return None
         groups.append(strings)
-    return RegularLines(groups, group, values, timestamps)
+    return RegularLines(groups, group, values, timestamps), (starts, value_start, value_end, time_start)
 
 
 __all__ = ["RegularLines", "decode_regular", "parse_numbers"]

@@ -158,10 +158,16 @@ class Tensor(TensorDisplay):
             mode = _mode(mode)
         name = self.name
         reads = self._reads
-        if reads.ahead_name == name:  # read ahead (sdk_ext.trials.read.reader)
-            value = reads.take_ahead(name, mode, step_num, worker)
+        if reads.ahead_name == name and reads.ahead_mode is mode and reads.ahead_worker == worker:
+            value = reads.ahead_values.pop(step_num, None)  # read ahead (sdk_ext.trials.read.reader)
             if value is not None:
                 return value
+        if worker is not None and reads.across:  # read ahead across workers (the same)
+            walk = reads.across.get(name)
+            if walk is not None and walk.mode is mode:
+                value = walk.values.pop((step_num, worker), None)
+                if value is not None:
+                    return value
         sf = None
         if mode is _GLOBAL:  # the common cases, inlined from _step_file
             if worker is None:
@@ -180,14 +186,31 @@ class Tensor(TensorDisplay):
         loc = sf.raw.get(name)
         if loc is None:
             raise TensorUnavailableForStep(name, step_num, mode, has_reductions=name in sf.reductions)
-        previous = (
-            reads.last_step
-            if reads.last_name == name and reads.last_mode is mode and reads.last_worker == worker
-            else None
-        )
+        same = reads.last_name == name and reads.last_mode is mode
+        previous = reads.last_step if same and reads.last_worker == worker else None
+        # where the last walk (this mode; another tensor or worker) was: its end starts this one
+        ended = reads.last_step if reads.last_mode is mode else None
+        # another worker's value of this tensor at this step came just before: a walk across workers
+        started = same and reads.last_step == step_num and reads.last_worker not in (None, worker)
         reads.last_name, reads.last_mode, reads.last_worker, reads.last_step = name, mode, worker, step_num
         if previous is not None and previous < step_num:
             value = reads.read_ahead(name, sf, loc, step_num, previous, mode, self._all_steps(mode)[0], worker)
+            if value is not None:
+                return value
+        elif (
+            previous is None
+            and reads.walk_steps is not None
+            and ended is not None
+            and ended == reads.walk_steps[-1]
+            and step_num == reads.walk_steps[0]
+            and reads.walk_steps is self._all_steps(mode)[0]
+        ):  # a walk through these steps (another tensor's, or worker's) ended: this one starts
+            value = reads.read_ahead(name, sf, loc, step_num, None, mode, reads.walk_steps, worker)
+            if value is not None:
+                return value
+        elif worker is not None and (started or name in reads.across):
+            value = reads.read_across(name, sf, loc, step_num, mode, worker, started,
+                                      lambda: self._all_steps(mode)[0])
             if value is not None:
                 return value
         return reads.read(sf, loc, name, step_num, mode)

@@ -304,6 +304,20 @@ def _relative(event_key: str) -> str:
     return event_key[at + 1 :] if at >= 0 else event_key
 
 
+#: worker -> (whether its event files' usual names pass _event_key's checks, which depends on the worker
+#: only; what follows the step in them)
+_USUAL: dict[str, tuple[bool, str]] = {}
+
+
+def _usual(worker: str) -> tuple[bool, str]:
+    name = step_event_key(0, worker)
+    ok = "\\" not in name and "\x00" not in name and parse_event_key(name) == (0, worker)
+    found = (ok, name[len(f"{EVENTS_DIR}/{0:012d}/{0:012d}") :])
+    if len(_USUAL) < 4096:
+        _USUAL[worker] = found
+    return found
+
+
 def _event_key(name: str | bytes, key: str, step: int, worker: str) -> str:
     """``meta.event_file_name`` of the index file ``key`` (of global ``step``, ``worker``) as a key under
     the trial root, checked: it must be that step's and worker's event file under ``events/``, so no
@@ -317,6 +331,13 @@ def _event_key(name: str | bytes, key: str, step: int, worker: str) -> str:
     """
     if not name:
         return step_event_key(step, worker)
+    usual = _USUAL.get(worker)
+    if usual is None:
+        usual = _usual(worker)
+    if usual[0]:  # the worker's usual names pass the checks below: is this one its usual name?
+        expected = f"{EVENTS_DIR}/{step:012d}/{step:012d}{usual[1]}"
+        if name == expected if isinstance(name, str) else name == expected.encode():
+            return expected
     if isinstance(name, bytes):
         try:
             name = name.decode()

@@ -248,7 +248,10 @@ class TrialIndex:
             else:
                 bisect.insort(self.steps, step)
         else:
-            bisect.insort(files, sf, key=_worker_of)  # one insertion: a 64-worker step is not re-sorted 64 times
+            if files[-1].worker <= sf.worker:  # listings come sorted: workers arrive in order
+                files.append(sf)
+            else:
+                bisect.insort(files, sf, key=_worker_of)  # one insertion: a 64-worker step is not re-sorted 64 times
         self.known_workers.add(sf.worker)
         self.event_bytes += sf.event_size
         if sf.checks is not None and sf.event_key is not None:

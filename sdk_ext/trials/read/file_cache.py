@@ -104,6 +104,43 @@ class FileCache:
                 del self.files[key]
             self.epoch += 1
 
+    def reserve(self, chunk: Chunk) -> int:
+        """Keep ``chunk`` (counted whole) with no files yet: files go into it later (:meth:`place`).
+        Returns its number; other chunks may leave the cache to make room."""
+        number = self._next
+        self._next += 1
+        self._chunks[number] = (chunk, [])
+        self._bytes += len(chunk)
+        self._evict(keep=number)
+        return number
+
+    def place(self, number: int, placed: Sequence[tuple[str, int, int]]) -> bool:
+        """Add the files ``placed`` (``(key, offset, size)``) of chunk ``number``, which :meth:`reserve`
+        kept; False (nothing added) if that chunk has left the cache."""
+        found = self._chunks.get(number)
+        if found is None:
+            return False
+        chunk, keys = found
+        for key, offset, size in placed:
+            if key not in self.files:
+                self.files[key] = (chunk, offset, size, number)
+                keys.append(key)
+        self._chunks.move_to_end(number)
+        return True
+
+    def _evict(self, keep: int) -> None:
+        """Drop least recently used chunks, never ``keep``, while over the budget."""
+        while self._bytes > self.budget and len(self._chunks) > 1:
+            number = next(iter(self._chunks))
+            if number == keep:
+                self._chunks.move_to_end(number)
+                continue
+            old, keys = self._chunks.pop(number)
+            self._bytes -= len(old)
+            for key in keys:
+                del self.files[key]
+            self.epoch += 1
+
     def clear(self) -> None:
         if self.files:
             self.epoch += 1

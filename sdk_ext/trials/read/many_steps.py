@@ -7,7 +7,8 @@ the file cache, whose chunks hold many files back to back, and the records are c
 with numpy a layout at a time (:mod:`sdk_ext.format.record_batch`):
 
 1. the first record still pending is decoded alone, as ``Tensor.value`` would (which learns or
-   confirms its tensor's layout, or raises for a damaged record);
+   confirms its tensor's layout, or raises for a damaged record); in the first round, not when the
+   decoder knows the tensor's layout already (from its records read before);
 2. every other pending record with that layout is matched and copied into one fresh array, whose
    rows become the values (writable; no two share memory);
 3. records left (another shape, a real CRC footer, damage...) go round again; after
@@ -202,21 +203,27 @@ def _decode_in_rounds(
     out: list[Array | None] = [None] * n
     pending = np.arange(n)
     rounds = 0
+    # a layout the decoder knows already (the tensor's records read before): the first round needs no seed
+    # (a record it does not fit, the first one included, stays pending and is decoded alone next)
+    known = reader.decoder.layout(name)
     while pending.size:
-        seed = int(pending[0])
-        out[seed] = one(seed)
-        pending = pending[1:]
-        if not ok[seed] or rounds >= _MAX_ROUNDS or not pending.size:
-            continue
+        if known is None:
+            seed = int(pending[0])
+            out[seed] = one(seed)
+            pending = pending[1:]
+            if not ok[seed] or rounds >= _MAX_ROUNDS or not pending.size:
+                continue
+            layout = reader.decoder.layout(name)
+            if layout is None:
+                continue
+        else:
+            layout, known = known, None
         rounds += 1
-        layout = reader.decoder.layout(name)
-        if layout is None:
-            continue
         done = []
         for hits, rows in matches(pending[ok[pending]], layout):
             reader.batched += hits.size
-            if seed == 0 and hits.size == n - 1:  # the common case: one layout, one buffer, in order
-                out[1:] = rows
+            if hits.size == pending.size == n - int(pending[0]):  # the common case: one layout, one buffer, in order
+                out[n - hits.size :] = rows
                 return out  # type: ignore[return-value]
             first = int(hits[0])
             if int(hits[-1]) - first + 1 == hits.size:  # a run of steps (the files of a chunk, in order)

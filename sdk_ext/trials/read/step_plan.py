@@ -12,10 +12,15 @@ file, a worker that did not save the tensor, a step file without the raw value, 
 an event file) makes :meth:`StepPlan.locate` return None, and the caller takes the step-by-step
 path, which raises the precise error.
 
-A plan is worked out in blocks of ``BLOCK`` consecutive steps, each when a read first needs one of
-its steps: the value read-ahead (:mod:`sdk_ext.trials.read.reader`) reads a tensor's steps a window at a
+A plan is worked out in blocks of ``BLOCK`` consecutive positions, each when a read first needs one
+of them: the value read-ahead (:mod:`sdk_ext.trials.read.reader`) reads a tensor's steps a window at a
 time through the one plan of its whole step list, which every tensor walking the same steps shares,
 so a window costs the blocks it covers (once for all tensors), not a plan of its own per tensor.
+
+A plan *across workers* (``across=(w0, w1, ...)``) has a position for every worker at every step,
+worker after worker within a step (position ``k * len(across) + j`` is ``across[j]`` at ``steps[k]``):
+the order in which a rule comparing workers asks for values, which the read-ahead across workers
+decodes in one batch.
 """
 
 from __future__ import annotations
@@ -52,7 +57,8 @@ class _Group:
 
 
 class StepPlan:
-    """The candidate step files at ``steps`` (of ``mode``, from ``worker`` if given), grouped.
+    """The candidate step files at ``steps`` (of ``mode``, from ``worker`` if given, or from each worker of
+    ``across`` in turn), grouped.
 
     The plan reads ``index`` as it is when a block is first needed: use it only while the index's
     ``generation`` is the one it was made at (:class:`~sdk_ext.trials.read.reader.Reads` keys plans by it).
@@ -65,12 +71,24 @@ class StepPlan:
             epoch is ``epoch`` (see :mod:`sdk_ext.trials.read.many_steps`); at least as long as ``files``.
     """
 
-    def __init__(self, index: TrialIndex, steps: Sequence[int], mode: ModeKeys, worker: str | None) -> None:
+    def __init__(
+        self,
+        index: TrialIndex,
+        steps: Sequence[int],
+        mode: ModeKeys,
+        worker: str | None,
+        *,
+        across: Sequence[str] | None = None,
+    ) -> None:
         self.steps = list(steps)
+        #: the workers of a plan across workers (each step has a position per worker, in this order), else None
+        self.across = tuple(across) if across is not None else None
+        self.width = len(self.across) if self.across is not None else 1  # positions per step
+        self.positions = len(self.steps) * self.width
         self.trial_bytes = index.event_bytes  # the trial's event files, when the plan was made
         self.files: list[StepFile] = []
         self._index, self._mode, self._worker = index, mode, worker
-        self._blocks: list[list[_Group] | None] = [None] * -(-len(self.steps) // BLOCK)
+        self._blocks: list[list[_Group] | None] = [None] * -(-self.positions // BLOCK)
         self._holes: list[int] = []  # positions of steps without a candidate file, sorted
         self._holed: set[int] = set()  # blocks with such a step
         self._keys: list[str | None] | None = None  # every file's event key, once every block is worked out
@@ -90,8 +108,9 @@ class StepPlan:
 
     def locate(self, name: str, lo: int = 0, hi: int | None = None) -> tuple[Ints, Ints, Ints] | None:
         """``(file numbers, record starts, record lengths)`` of ``name``'s raw value at each of the
-        steps ``steps[lo:hi]``, or None if some of them needs the step-by-step path."""
-        n = len(self.steps)
+        positions ``lo:hi`` (the steps ``steps[lo:hi]``, or across workers: see the class doc), or None if
+        some of them needs the step-by-step path."""
+        n = self.positions
         hi = n if hi is None else min(hi, n)
         if hi <= lo:
             return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
@@ -127,6 +146,10 @@ class StepPlan:
                     continue
                 found = single if single is not None else self._tables(group, name)
                 if found is None:
+                    if not inside:  # a group around the slice may have none of its positions inside it
+                        first_in = bisect.bisect_left(group.positions, lo)
+                        if first_in == len(group.positions) or group.positions[first_in] >= hi:
+                            continue
                     return None
                 for table, positions, numbers, run in found:
                     if inside:  # every step of the table is wanted
@@ -155,20 +178,23 @@ class StepPlan:
         return files, starts, lengths
 
     def _build(self, b: int) -> list[_Group]:
-        """Work out block ``b``: its steps' candidate files, numbered from ``len(files)`` on, grouped."""
-        index, mode, worker = self._index, self._mode, self._worker
+        """Work out block ``b``: its positions' candidate files, numbered from ``len(files)`` on, grouped."""
+        index, mode = self._index, self._mode
         by_step = index.by_step
-        steps, files = self.steps, self.files
+        steps, files, across, width = self.steps, self.files, self.across, self.width
         groups: dict[Any, _Group] = {}
-        for position in range(b * BLOCK, min((b + 1) * BLOCK, len(steps))):
-            step = steps[position]
-            if mode is ModeKeys.GLOBAL:
+        for position in range(b * BLOCK, min((b + 1) * BLOCK, self.positions)):
+            step = steps[position // width] if across is not None else steps[position]
+            worker = across[position % width] if across is not None else self._worker
+            candidates: list[StepFile]
+            if worker is not None:  # one worker's file, found in O(1) (not by scanning the step's W files)
+                one = self._file_of(step, mode, worker)
+                candidates = [] if one is None else [one]
+            elif mode is ModeKeys.GLOBAL:
                 candidates = by_step.get(step) or []
             else:
                 found = index.files_at(step, mode)
                 candidates = found[1] if found else []
-            if worker is not None:
-                candidates = [f for f in candidates if f.worker == worker]
             if not candidates:
                 bisect.insort(self._holes, position)
                 self._holed.add(b)
@@ -190,6 +216,18 @@ class StepPlan:
             self.size = np.concatenate([self.size, np.zeros(grow, np.int64)])
         built = self._blocks[b] = list(groups.values())
         return built
+
+    def _file_of(self, step: int, mode: ModeKeys, worker: str) -> StepFile | None:
+        """``worker``'s step file at ``step`` of ``mode`` (a global step for GLOBAL), or None."""
+        index = self._index
+        if mode is ModeKeys.GLOBAL:
+            return index.file_of(step, worker)
+        global_step = index.global_of(step, mode)
+        if global_step is None:
+            return None
+        found = index.file_of(global_step, worker)
+        # files_at's test: a worker's file of that global step may belong to another mode step
+        return found if found is not None and found.mode is mode and found.mode_step == step else None
 
     def _tables(self, group: _Group, name: str) -> list[_Table] | None:
         """The record tables of the slot holding ``name`` in ``group``, or None (no slot does, or no event file)."""

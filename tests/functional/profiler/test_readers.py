@@ -286,3 +286,26 @@ def test_training_job_by_sagemaker_name_reads_its_s3_output_and_waits_boundedly(
     assert len(tj.get_systems_metrics_reader().get_events(0, 2**62)) == 240
     with pytest.raises(ValueError, match="profiling off"):
         TrainingJob("job-2", sm_client=FakeSageMaker({}), jobs_root=tmp_path)
+
+
+def test_local_files_of_any_size_read_one_after_another_through_one_buffer_give_their_own_samples(
+    tmp_path: Path,
+) -> None:
+    # a large file, then smaller ones (one with a torn last line): none may show another's bytes
+    sizes = [400, 3, 120, 1]
+    expected = []
+    for minute, ticks in enumerate(sizes):
+        start = T0 + 60 * minute
+        metrics = [SystemMetric("cpu", f"cpu{k % 3}", "CPUUtilization", float(k), "algo-1", start + k / 10)
+                   for k in range(ticks)]
+        data = encode_system_metrics(metrics)
+        if minute == 2:
+            data += b'{"Type": "cpu", "Name": "cp'  # a writer still appending
+        path = tmp_path / system_metrics_key(start, "algo-1")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+        expected += [(m.name, m.value, m.timestamp) for m in metrics]
+    reader = LocalSystemMetricsReader(str(tmp_path))
+    events = reader.get_events(T0 * 10**6, (T0 + 60 * len(sizes)) * 10**6)
+    assert [(e.name, e.value, e.timestamp) for e in events] == expected
+    assert reader.files_read == len(sizes)

@@ -1,6 +1,9 @@
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sdk_ext.exceptions import IndexReaderException
+from sdk_ext.format import paths
 from sdk_ext.format.collection_file import encode_collections, parse_collections
 from sdk_ext.format.index import IndexFile, TensorEntry, encode_index, parse_index
 from sdk_ext.format.paths import (
@@ -87,3 +90,16 @@ def test_collections_parse_rejects_string_booleans_and_unknown_keys():
         parse_collections(b'{"collections": {}}')
     cf = parse_collections(b'{"collections": {}, "_meta": {"num_workers": 2}}')
     assert cf.num_workers == 2 and encode_collections(cf) == b'{"collections": {}, "_meta": {"num_workers": 2}}'
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.one_of(
+    st.text(st.sampled_from(list("index/0123456789_.jsonw\n\u00b2\u0663a-:")), max_size=40),
+    st.builds(lambda b, s, w, e: f"index/{b}/{s}_{w}{e}", st.text("0123456789\u0663", max_size=4),
+              st.text("0123456789\u00b2", max_size=4), st.text("w_/.:-\n0", max_size=6),
+              st.sampled_from([".json", ".json.tmp", ".jso", ".json\n"])),
+))
+def test_index_keys_parse_as_the_key_pattern_says(key: str) -> None:
+    # the usual keys take a shortcut past the regex: it must agree with the regex on every key
+    match = paths._INDEX_RE.search(key)
+    assert parse_index_key(key) == (None if match is None else (int(match[1]), paths.deserialize_worker(match[2])))

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sdk_ext.exceptions import CorruptProfilerRecordError
+from sdk_ext.format import profiler_scan
 from sdk_ext.format.profiler_paths import (
     MODEL_TIMELINE_SUFFIX,
     PYTHON_TIMELINE_SUFFIX,
@@ -146,6 +148,52 @@ def test_any_lines_decode_exactly_as_json_loads(
     assert as_tuples(decode_system_metric_columns(data, name="f").records()) == as_json(data)
 
 
+def monitor_file(samples: int, series: int = 40) -> list[bytes]:
+    """What a monitor writes: ``series`` series in one order, sample after sample (over a MiB: the periodic path)."""
+    lines = []
+    for k in range(samples):
+        for s in range(series):
+            value = round((k * 7 + s * 13) % 1000 / 7, 2) if s % 5 else (k * s) % 97  # floats and integers
+            obj = {"Type": "cpu" if s % 2 else "gpu", "Name": f"dev{s}", "Dimension": "CPUUtilization",
+                   "Value": value, "NodeId": "algo-1", "Timestamp": round(1591748169.25 + k / 10, 6)}
+            lines.append(json.dumps(obj).encode())
+    return lines
+
+
+CHANGES = {
+    "none": lambda line: line,
+    "another series": lambda line: line.replace(b'"dev', b'"DEV'),
+    "a key out of order": lambda line: json.dumps(dict(reversed(list(json.loads(line).items())))).encode(),
+    "an exponent": lambda line: line.split(b'"Value": ')[0] + b'"Value": 1.5e-3, "NodeId"' + line.split(b', "NodeId"')[1],
+    "a negative value": lambda line: line.replace(b'"Value": ', b'"Value": -'),
+    "a space before a comma": lambda line: line.replace(b', "NodeId"', b' , "NodeId"'),
+    "no space after a colon": lambda line: line.replace(b'"Value": ', b'"Value":'),
+    "a colon in a name": lambda line: line.replace(b'"dev', b'"d:v'),
+    "NaN": lambda line: line.split(b'"Value": ')[0] + b'"Value": NaN, "NodeId"' + line.split(b', "NodeId"')[1],
+    "a number too long": lambda line: line.replace(b'"Value": ', b'"Value": 1' + b"0" * 45),
+}
+
+
+@pytest.mark.parametrize("change", sorted(CHANGES))
+def test_a_monitors_large_file_decodes_as_json_loads_whatever_its_later_lines_hold(change: str) -> None:
+    # 12,017 lines: the first 4,096 teach the series' order, the rest follow it (the last sample cut short)
+    lines = monitor_file(301)[: 300 * 40 + 17]
+    for at in (5000, 5001, 11999, 12016):  # lines after the first 4,096, in the last sample too
+        lines[at] = CHANGES[change](lines[at])
+    data = b"\n".join(lines) + b"\n"
+    assert len(data) > 1 << 20
+    expected = as_json(data) if change != "NaN" else None
+    got = decode_system_metric_columns(data, name="f")
+    if expected is None:
+        assert str(got.values[5000]) == "nan" and len(got) == len(lines)
+        return
+    assert as_tuples(got.records()) == expected
+    # the periodic decoder takes the file only where every later line follows its series' text
+    a = np.frombuffer(data, np.uint8)
+    periodic = profiler_scan._decode_periodic(data, a, np.flatnonzero(a == 10))
+    assert (periodic is not None) == (change in ("none", "an exponent", "a negative value"))
+
+
 def test_a_torn_last_line_is_skipped_and_reported() -> None:
     data = encode_system_metrics([metric(i) for i in range(5)])
     for cut in range(len(data) - 30, len(data) - 1):
@@ -218,3 +266,14 @@ def test_rule_report_round_trips_with_the_notebooks_keys() -> None:
     assert decode_rule_report(data) == report
     with pytest.raises(CorruptProfilerRecordError, match="r.json"):
         decode_rule_report(b'{"RuleTriggered": 1}', name="r.json")
+
+
+@pytest.mark.parametrize("at", [4096, 8000, 12016])  # the first line after the prefix, a middle one, the cut sample
+def test_one_line_unlike_its_series_anywhere_sends_the_file_to_the_general_scan(at: int) -> None:
+    lines = monitor_file(301)[: 300 * 40 + 17]
+    lines[at] = lines[at].replace(b'"algo-1"', b'"algo-2"')  # another host: another series
+    data = b"\n".join(lines) + b"\n"
+    a = np.frombuffer(data, np.uint8)
+    assert profiler_scan._decode_periodic(data, a, np.flatnonzero(a == 10)) is None
+    got = decode_system_metric_columns(data, name="f")
+    assert as_tuples(got.records()) == as_json(data) and len(got.keys) == 41

@@ -45,3 +45,25 @@ def test_a_chunk_read_elsewhere_is_kept_with_its_files_where_they_were_placed() 
     assert entry is not None and bytes(entry[0][entry[1] : entry[1] + entry[2]]) == b"world"
     cache.add_chunk(memoryview(b"again"), [("h", 0, 5)])  # already cached: not replaced
     assert cache.files["h"][0] is chunk
+
+
+def test_a_reserved_chunk_takes_files_later_counts_whole_and_leaves_with_them() -> None:
+    cache = FileCache(100)
+    arena = memoryview(bytearray(b"x" * 40)).toreadonly()
+    number = cache.reserve(arena)
+    assert len(cache) == 0 and cache.chunk(number) is arena
+    assert cache.place(number, [("a", 0, 4), ("b", 8, 4)])
+    assert cache.place(number, [("c", 16, 4), ("a", 30, 4)])  # a key cached already keeps its place
+    assert cache.files["a"][1] == 0 and cache.files["c"][3] == number
+    cache.add([("d", b"1" * 30)])
+    cache.add([("e", b"2" * 31)])  # 40 + 30 + 31 > 100: the least recently used chunk (the arena) leaves
+    assert not {"a", "b", "c"} & set(cache.files) and "d" in cache and "e" in cache and cache.epoch == 1
+    assert not cache.place(number, [("f", 20, 4)])  # gone: nothing added
+    assert "f" not in cache
+
+
+def test_reserving_never_evicts_the_chunk_just_reserved() -> None:
+    cache = FileCache(50)
+    cache.add([("a", b"1" * 20)])
+    number = cache.reserve(memoryview(b"y" * 40))
+    assert cache.chunk(number) is not None and "a" not in cache

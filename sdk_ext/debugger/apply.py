@@ -150,7 +150,11 @@ class JobPlan:
             prepared.prepare_actions(self.job.name or "")  # on the copy: the caller's rule stays as it was
         source = prepared.rule_parameters.get("source_s3_uri")
         if source is not None and not is_s3_uri(source):
-            path = local_source_path(str(source))
+            try:
+                path = local_source_path(str(source))
+            except ValueError as err:
+                self.problems.add(f"rule {rule.name!r}: {err}")
+                return prepared
             if path is None:
                 self.problems.add(f"rule {rule.name!r}: source {source!r} is neither an s3:// URI nor a local file")
             else:

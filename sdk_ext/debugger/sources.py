@@ -14,7 +14,7 @@ import os
 import uuid
 from collections.abc import Callable
 from typing import Any, Protocol
-from urllib.parse import urlparse
+from urllib.parse import unquote, urlparse
 
 from sdk_ext.exceptions import StorageError
 
@@ -26,10 +26,21 @@ class RuleSourceUploader(Protocol):
 
 
 def local_source_path(source: str) -> str | None:
-    """The filesystem path of a local ``source`` (plain path or ``file://`` URI), else None."""
+    """The filesystem path of a local ``source`` (plain path or ``file://`` URI), else None.
+
+    A ``file://`` URI is percent-decoded (``Path.as_uri()`` writes a space as ``%20``); a plain path is
+    taken as it is. This package imports nothing else of sdk_ext, so it decodes here rather than through
+    sdk_ext.storage.uris, with the same rules.
+
+    Raises:
+        ValueError: a ``file://`` URI naming another host (``file://server/share/rule.py``).
+    """
     parsed = urlparse(source)
     if parsed.scheme == "file":
-        return parsed.path
+        if parsed.netloc not in ("", "localhost"):
+            raise ValueError(f"rule source {source!r} names host {parsed.netloc!r}; a local file's URI is "
+                             "file:///absolute/path (three slashes)")
+        return unquote(parsed.path)
     if parsed.scheme == "" or (len(parsed.scheme) == 1 and os.name == "nt"):  # C:\ on Windows
         return source
     return None

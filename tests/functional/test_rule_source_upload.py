@@ -86,3 +86,24 @@ def test_a_source_url_that_is_neither_s3_nor_local_is_an_error(rule_file: Path) 
     rule = Rule.custom("R", "img:1", "ml.m5.xlarge", 10, source="https://example.com/r.py", rule_to_invoke="R")
     with pytest.raises(DebuggerConfigError, match="neither an s3:// URI nor a local file"):
         apply_debugger(REQUEST, rules=[rule], region="us-west-2")
+
+
+def test_a_file_uri_with_an_escaped_space_uploads_the_file_it_names(s3: Any, tmp_path: Path) -> None:
+    folder = tmp_path / "my rules"
+    folder.mkdir()
+    path = folder / "gradient rule.py"
+    path.write_text("from sdk_ext.rules import Rule\n")
+    fixed = uuid.UUID("00000000-0000-4000-8000-000000000001")
+    uploader = S3RuleSourceUploader(client=s3, bucket=s3.test_bucket, uuid_factory=lambda: fixed)
+    rule = Rule.custom("R", "img:1", "ml.m5.xlarge", 10, source=path.as_uri(), rule_to_invoke="R")
+    assert "%20" in path.as_uri()
+    out = apply_debugger(REQUEST, rules=[rule], region="us-west-2", uploader=uploader)
+    uri = out["DebugRuleConfigurations"][0]["RuleParameters"]["source_s3_uri"]
+    assert uri == f"s3://{s3.test_bucket}/R/{fixed}/gradient rule.py"
+    assert s3.get_object(Bucket=s3.test_bucket, Key=uri.split("/", 3)[3])["Body"].read() == path.read_bytes()
+
+
+def test_a_file_uri_naming_another_host_is_refused(tmp_path: Path) -> None:
+    rule = Rule.custom("R", "img:1", "ml.m5.xlarge", 10, source="file://server/share/rule.py", rule_to_invoke="R")
+    with pytest.raises(DebuggerConfigError, match="rule 'R': rule source .* names host 'server'.*three slashes"):
+        apply_debugger(REQUEST, rules=[rule], region="us-west-2", uploader=S3RuleSourceUploader(bucket="b"))

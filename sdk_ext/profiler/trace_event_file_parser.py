@@ -57,6 +57,10 @@ class ProcessInfo:
     def get_thread_info(self, threadid: Any) -> ThreadInfo:
         return self._threads[threadid]
 
+    def find_thread_info(self, threadid: Any) -> ThreadInfo | None:
+        """The thread ``threadid`` of this row, or None when the row has no such thread."""
+        return self._threads.get(threadid)
+
     def __repr__(self) -> str:
         return f"id:{self.id} name:{self.name} threads:{self._threads}"
 

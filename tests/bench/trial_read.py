@@ -29,6 +29,12 @@ page cache; the best run counts:
 * ``smdebug, delay 0``: smdebug again with ``SMDEBUG_TRAINING_END_DELAY_REFRESH=0`` (informative);
 * ``raw``: list the trial directory and read every collections, index and event file whole with
   ``open().read()``: the I/O floor, no parsing or decoding.
+
+Before/after a change, in one run (sdk_ext only): ``--baseline DIR`` names a source tree of an earlier
+sdk_ext (``git archive <commit> | tar -x -C DIR``); each round runs every sdk_ext reader once with that
+tree and once with this one, order alternating, on the same trial files, and the section
+``trial_read_baseline`` gets best (and median) after / before per reader. Both trees read the trial this
+tree's generator writes (with checksums; a tree from before them ignores the extra index keys).
 """
 
 from __future__ import annotations
@@ -99,10 +105,10 @@ def generate(root: Path, kind: str) -> Path:
     return out
 
 
-def run(reader: str, trial: Path, python: str) -> dict[str, Any]:
+def run(reader: str, trial: Path, python: str, *, tree: Path = REPO) -> dict[str, Any]:
     env = dict(os.environ)
     if reader.startswith("sdk_ext") or reader == "raw":
-        env["PYTHONPATH"] = str(REPO)
+        env["PYTHONPATH"] = str(tree)
     if reader == "smdebug_no_delay":
         env["SMDEBUG_TRAINING_END_DELAY_REFRESH"] = "0"
     worker_reader = "smdebug" if reader.startswith("smdebug") else reader
@@ -155,6 +161,55 @@ def measure(root: Path, kinds: list[str], repeat: int, smdebug: str | None) -> d
         assert len(counts) == 1, f"readers disagree on what they read: {counts}"
         print(f"{kind}: " + ", ".join(f"{k} {v['total_s']:.3f} s" for k, v in results[kind].items()), file=sys.stderr)
     return results
+
+
+SDK_READERS = ("sdk_ext", "sdk_ext_values", "sdk_ext_step_workers")
+
+
+def run_baseline(root: Path, kinds: list[str], rounds: int, baseline: Path,
+                 after: Path = REPO) -> dict[str, dict[str, list[dict[str, Any]]]]:
+    """``rounds`` alternating before/after pairs of every sdk_ext reader on each trial: label -> runs."""
+    found: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    for kind in kinds:
+        trial = generate(root, kind)
+        run("raw", trial, sys.executable)  # warm the page cache
+        readers = [r for r in SDK_READERS if r != "sdk_ext_step_workers" or shape_of(kind)[3] > 1]
+        runs = found.setdefault(kind, {})
+        for i in range(rounds):
+            trees = [("before", baseline), ("after", after)]
+            for label, tree in trees if i % 2 == 0 else trees[::-1]:
+                for reader in readers:
+                    runs.setdefault(f"{label} {reader}", []).append(run(reader, trial, sys.executable, tree=tree))
+        print(f"{kind}: " + ", ".join(f"{k} {min(r['total_s'] for r in v):.3f} s" for k, v in runs.items()),
+              file=sys.stderr)
+    return found
+
+
+def baseline_table(found: dict[str, dict[str, list[dict[str, Any]]]], rounds: int) -> str:
+    import statistics
+
+    names = {"sdk_ext": "value() per step", "sdk_ext_values": "values() per tensor",
+             "sdk_ext_step_workers": "every worker at a step"}
+    rows = ["| trial | reader | before: best (median) | after: best (median) | after / before: best (median) |",
+            "|---|---|---|---|---|"]
+    for kind, runs in found.items():
+        steps, tensors, shape, workers = shape_of(kind)
+        who = f"{workers} workers x " if workers > 1 else ""
+        for reader in SDK_READERS:
+            if f"after {reader}" not in runs:
+                continue
+            before = [r["total_s"] for r in runs[f"before {reader}"]]
+            after = [r["total_s"] for r in runs[f"after {reader}"]]
+            counts = {(r["values"], r["bytes"]) for r in runs[f"before {reader}"] + runs[f"after {reader}"]}
+            assert len(counts) == 1, f"before and after disagree on what they read: {counts}"
+            rows.append(
+                f"| {kind}: {who}{steps} steps x {tensors} x {'x'.join(map(str, shape))} f32 | {names[reader]} "
+                f"| {min(before):.3f} s ({statistics.median(before):.3f}) | {min(after):.3f} s "
+                f"({statistics.median(after):.3f}) | **{min(after) / min(before):.2f}** "
+                f"({statistics.median(after) / statistics.median(before):.2f}) |"
+            )
+    return "\n".join(rows) + (f"\n\n{rounds} rounds; each round runs every reader once per tree in a fresh process, "
+                               "the trees' order alternating; warm page cache.")
 
 
 def _split(r: dict[str, Any]) -> str:
@@ -239,8 +294,35 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", choices=sorted(SHAPES), action="append")
     parser.add_argument("--scale", type=float, default=1.0, help="multiply every shape's steps (quick runs: 0.1)")
     parser.add_argument("--write-md", action="store_true", help="update the trial reader section of BENCHMARKS.md")
+    parser.add_argument("--baseline", type=Path,
+                        help="source tree of an earlier sdk_ext: before/after of the sdk_ext readers, in one run")
+    parser.add_argument("--after", type=Path, default=REPO,
+                        help="with --baseline: the tree measured as 'after' (default: this checkout)")
     args = parser.parse_args(argv)
     SCALE[0] = args.scale
+    if args.baseline is not None:
+        for flag, tree in (("--baseline", args.baseline), ("--after", args.after)):
+            if not (tree / "sdk_ext" / "__init__.py").is_file():
+                parser.error(f"{flag} {tree}: no sdk_ext/__init__.py there; make one with "
+                             "`git archive <commit> | tar -x -C DIR`")
+        root = args.dir or Path(tempfile.mkdtemp(prefix="sdk-ext-bench-trial-"))
+        try:
+            found = run_baseline(root, args.only or ["small", "large", "wide"], args.repeat, args.baseline.resolve(),
+                                 args.after.resolve())
+        finally:
+            if args.dir is None:
+                shutil.rmtree(root, ignore_errors=True)
+        body = (
+            "### Trial reader before/after a change (sdk_ext only, one run)\n\n"
+            f"Command: `git archive <before> | tar -x -C /tmp/before; python -m tests.bench.trial_read --baseline "
+            f"/tmp/before{' --after ' + str(args.after) if args.after.resolve() != REPO else ''} --repeat {args.repeat}{' --scale ' + str(args.scale) if args.scale != 1.0 else ''}"
+            f"{''.join(' --only ' + k for k in args.only or [])} --write-md` ({platform.machine()}, "
+            f"{os.cpu_count()} cores)\n\n" + baseline_table(found, args.repeat)
+        )
+        print(body)
+        if args.write_md:
+            write_section("trial_read_baseline", body)
+        return 0
     smdebug = os.environ.get("SMDEBUG_PYTHON")
     if not smdebug:
         print("SMDEBUG_PYTHON is not set: smdebug is left out", file=sys.stderr)

@@ -343,7 +343,7 @@ class _Rows:
 
 def _thread_name(event: TraceEvent) -> str:
     info = event.process_info
-    thread = info._threads.get(event.phase_tid) if info is not None else None
+    thread = info.find_thread_info(event.phase_tid) if info is not None else None
     return thread.thread_name if thread is not None else f"{event.node_id}_{event.tid}"
 
 

@@ -27,6 +27,7 @@ file, and ``R`` for a record read on its own (or to name the damaged tensors of 
 
 from __future__ import annotations
 
+import functools
 import struct
 from collections.abc import Callable
 
@@ -53,6 +54,52 @@ def crc32c(data: Buffer, crc: int = 0) -> int:
     if _any_buffer_crc is not None:
         return int(_any_buffer_crc(data, crc))
     return int(_google_extend(crc, data if isinstance(data, bytes) else bytes(data)))
+
+
+_POLY = 0x82F63B78  # CRC-32C's polynomial, bit-reflected
+
+
+def _multiply(a: int, b: int) -> int:
+    """``a * b`` modulo CRC-32C's polynomial, both bit-reflected (x^0 is the top bit)."""
+    product, bit = 0, 1 << 31
+    while a:
+        if a & bit:
+            product ^= b
+            a ^= bit
+        bit >>= 1
+        b = (b >> 1) ^ _POLY if b & 1 else b >> 1
+    return product
+
+
+def _powers_of_two() -> list[int]:
+    """``x^(2^k)`` modulo the polynomial, k = 0..31."""
+    power, powers = 1 << 30, []  # x^1
+    for _ in range(32):
+        powers.append(power)
+        power = _multiply(power, power)
+    return powers
+
+
+_X_2K = _powers_of_two()
+
+
+@functools.lru_cache(maxsize=256)  # a hook writes the same record lengths step after step
+def _shift_by(length: int) -> int:
+    """``x^(8 * length)`` modulo the polynomial: what appending ``length`` bytes does to a CRC."""
+    power, k, n = 1 << 31, 3, length  # x^0; 2^3 bits per byte
+    while n:
+        if n & 1:
+            power = _multiply(_X_2K[k & 31], power)
+        n >>= 1
+        k += 1
+    return power
+
+
+def combine(crc1: int, crc2: int, length2: int) -> int:
+    """The CRC-32C of ``A + B`` from ``crc1 = crc32c(A)``, ``crc2 = crc32c(B)`` and ``length2 = len(B)``,
+    without reading either again (zlib's ``crc32_combine`` for this polynomial): a few microseconds,
+    against about 35 us for one pass over a MiB."""
+    return _multiply(_shift_by(length2), crc1) ^ crc2
 
 
 def extend_parts(crc: int, parts: list[bytes | memoryview]) -> int:
@@ -172,6 +219,7 @@ __all__ = [
     "IndexChecks",
     "check",
     "checksum_field",
+    "combine",
     "crc32c",
     "extend_parts",
     "locate",

@@ -49,7 +49,7 @@ from typing import Any
 import numpy as np
 
 from sdk_ext.exceptions import StorageError, StorageNotFound
-from sdk_ext.format.checksums import crc32c, extend_parts
+from sdk_ext.format.checksums import combine, crc32c, extend_parts
 from sdk_ext.format.collection_file import CollectionsFile, encode_collections
 from sdk_ext.format.consolidated import ConsolidatedEncoder, consolidated_key
 from sdk_ext.format.events import encode_tensor_record_parts
@@ -60,6 +60,9 @@ from sdk_ext.storage.base import ObjectWriter, Storage
 from sdk_ext.storage.spool import UploadSpool
 
 logger = logging.getLogger(__name__)
+#: records at least this long have the event file's CRC combined from theirs (checksums.combine: about
+#: 3.5 us) instead of a second pass over their bytes (about 4.5 us per 128 KiB)
+COMBINE_FROM = 128 * 1024
 
 _Task = Callable[[], None]
 _STOP = object()
@@ -323,8 +326,11 @@ class TrialWriter:
             for part in parts:
                 writer.write(part)
             if self.checksums:
-                st.crcs.append(extend_parts(0, parts))
-                st.file_crc = extend_parts(st.file_crc, parts)
+                record_crc = extend_parts(0, parts)
+                st.crcs.append(record_crc)
+                # a large record's bytes are read once: the file's CRC is combined from the record's
+                st.file_crc = (combine(st.file_crc, record_crc, length) if length >= COMBINE_FROM
+                               else extend_parts(st.file_crc, parts))
         st.tensors.append(TensorEntry(name, st.offset, length))
         st.offset += length
         self.bytes_written += length

@@ -266,3 +266,28 @@ def test_consolidate_false_writes_only_smdebugs_files(tmp_path: Path) -> None:
     save_steps(w, range(3))
     w.close()
     assert not (tmp_path / CONSOLIDATED_DIR).exists()
+
+
+def test_the_index_holds_the_crc_of_the_whole_event_file_and_each_record_of_any_size(tmp_path: Path) -> None:
+    """Small records, records over 4 KiB (written in parts) and records past the size where the file's CRC is
+    combined from the record's: the file CRC in the index is the CRC of the bytes on disk."""
+    from sdk_ext.format import checksums
+    from sdk_ext.hooks.writer import COMBINE_FROM
+
+    w = TrialWriter(LocalStorage(tmp_path))
+    rng = np.random.default_rng(5)
+    arrays = [rng.standard_normal(n).astype(np.float32) for n in (3, 2000, COMBINE_FROM // 4 + 11, 7, COMBINE_FROM)]
+    w.open_step(0, ModeKeys.TRAIN, 0)
+    for i, a in enumerate(arrays):
+        w.write_tensor(f"t{i}", a)
+    assert w.close_step()
+    w.close()
+    raw = (tmp_path / index_key(0, "worker_0")).read_bytes()
+    span = checksums.locate(raw)
+    assert span is not None
+    checks = checksums.verify(raw, span, key="index")
+    index = parse_index(raw)
+    data = (tmp_path / index.event_file).read_bytes()  # type: ignore[operator]
+    assert checks.file == checksums.crc32c(data)
+    records = [int(checks.records[i * 8:(i + 1) * 8], 16) for i in range(checks.count)]
+    assert records == [checksums.crc32c(data[e.start:e.start + e.length]) for e in index.tensors]

@@ -6,6 +6,8 @@ import json
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from sdk_ext.exceptions import IndexReaderException
 from sdk_ext.format import checksums
@@ -32,6 +34,25 @@ def test_crc32c_known_answer_over_any_buffer() -> None:
     assert crc32c(data) == 0xE3069283
     assert crc32c(memoryview(data)) == crc32c(bytearray(data)) == crc32c(np.frombuffer(data, np.uint8).data)
     assert crc32c(data[4:], crc32c(data[:4])) == 0xE3069283  # continuing a CRC
+
+
+@given(st.binary(max_size=300), st.binary(max_size=300), st.integers(0, 3))
+def test_combine_gives_the_crc_of_the_concatenation(a: bytes, b: bytes, repeat: int) -> None:
+    b = b * (1 + repeat * 1000)  # long second parts too: the shift is built from powers of two
+    assert checksums.combine(crc32c(a), crc32c(b), len(b)) == crc32c(a + b)
+
+
+def test_combine_of_a_large_record_and_a_writer_that_combines_from_its_threshold() -> None:
+    rng = np.random.default_rng(3)
+    head, record = rng.bytes(5000), rng.bytes(checksums_threshold() + 7)
+    assert checksums.combine(crc32c(head), crc32c(record), len(record)) == crc32c(head + record)
+    assert checksums.combine(0, crc32c(record), len(record)) == crc32c(record)  # nothing before: the record's own
+
+
+def checksums_threshold() -> int:
+    from sdk_ext.hooks.writer import COMBINE_FROM
+
+    return COMBINE_FROM
 
 
 def test_the_checksums_are_one_key_in_meta_and_strip_to_smdebugs_bytes() -> None:

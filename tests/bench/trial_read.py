@@ -34,7 +34,9 @@ Before/after a change, in one run (sdk_ext only): ``--baseline DIR`` names a sou
 sdk_ext (``git archive <commit> | tar -x -C DIR``); each round runs every sdk_ext reader once with that
 tree and once with this one, order alternating, on the same trial files, and the section
 ``trial_read_baseline`` gets best (and median) after / before per reader. Both trees read the trial this
-tree's generator writes (with checksums; a tree from before them ignores the extra index keys).
+tree's generator writes (with checksums; a tree from before them ignores the extra index keys, on a
+slower path), or with ``--plain-before`` the before tree reads the same trial written without checksums:
+what each tree's own hooks write.
 """
 
 from __future__ import annotations
@@ -80,16 +82,17 @@ def shape_of(kind: str) -> tuple[int, int, tuple[int, ...], int]:
     return max(2, round(steps * SCALE[0])), tensors, shape, workers
 
 
-def generate(root: Path, kind: str) -> Path:
-    """Write the ``kind`` trial under ``root`` unless a complete one is already there."""
+def generate(root: Path, kind: str, *, checksums: bool = True) -> Path:
+    """Write the ``kind`` trial under ``root`` unless a complete one is already there (``checksums=False``:
+    smdebug's bytes exactly, as sdk_ext's hooks wrote them before they added checksums; in ``<kind>-plain``)."""
     steps, tensors, shape, workers = shape_of(kind)
-    out = root / kind
+    out = root / (kind if checksums else f"{kind}-plain")
     stamp = out / ".generated"
-    if stamp.exists() and stamp.read_text() == repr((shape_of(kind), "checksums")):
+    if stamp.exists() and stamp.read_text() == repr((shape_of(kind), "checksums" if checksums else "plain")):
         return out
     shutil.rmtree(out, ignore_errors=True)
     rng = np.random.default_rng(0)
-    builder = TrialBuilder(LocalStorage(out), checksums=True)  # as sdk_ext's hooks write index files
+    builder = TrialBuilder(LocalStorage(out), checksums=checksums)  # True: as sdk_ext's hooks write index files
     names_of_workers = [f"worker_{w}" for w in range(workers)]
     builder.collections(names_of_workers)
     names = [f"layer_{i:04d}/weight" if tensors > 100 else f"layer_{i:02d}/weight" for i in range(tensors)]
@@ -100,7 +103,7 @@ def generate(root: Path, kind: str) -> Path:
             values = {n: pool[(step + k) % len(pool)] for k, n in enumerate(names)}
             builder.step(step, worker, mode=ModeKeys.TRAIN, mode_step=step, tensors=values)
     builder.end()
-    stamp.write_text(repr((shape_of(kind), "checksums")))
+    stamp.write_text(repr((shape_of(kind), "checksums" if checksums else "plain")))
     print(f"generated {kind} trial in {time.perf_counter() - started:.1f} s at {out}", file=sys.stderr)
     return out
 
@@ -166,20 +169,24 @@ def measure(root: Path, kinds: list[str], repeat: int, smdebug: str | None) -> d
 SDK_READERS = ("sdk_ext", "sdk_ext_values", "sdk_ext_step_workers")
 
 
-def run_baseline(root: Path, kinds: list[str], rounds: int, baseline: Path,
-                 after: Path = REPO) -> dict[str, dict[str, list[dict[str, Any]]]]:
-    """``rounds`` alternating before/after pairs of every sdk_ext reader on each trial: label -> runs."""
+def run_baseline(root: Path, kinds: list[str], rounds: int, baseline: Path, after: Path = REPO,
+                 *, plain_before: bool = False, plain: bool = False) -> dict[str, dict[str, list[dict[str, Any]]]]:
+    """``rounds`` alternating before/after pairs of every sdk_ext reader on each trial: label -> runs.
+    ``plain_before``: the before tree reads the same trial written without checksums; ``plain``: both do."""
     found: dict[str, dict[str, list[dict[str, Any]]]] = {}
     for kind in kinds:
-        trial = generate(root, kind)
-        run("raw", trial, sys.executable)  # warm the page cache
+        trials = {"after": generate(root, kind, checksums=not plain),
+                  "before": generate(root, kind, checksums=not (plain_before or plain))}
+        for trial in set(trials.values()):
+            run("raw", trial, sys.executable)  # warm the page cache
         readers = [r for r in SDK_READERS if r != "sdk_ext_step_workers" or shape_of(kind)[3] > 1]
         runs = found.setdefault(kind, {})
         for i in range(rounds):
             trees = [("before", baseline), ("after", after)]
             for label, tree in trees if i % 2 == 0 else trees[::-1]:
                 for reader in readers:
-                    runs.setdefault(f"{label} {reader}", []).append(run(reader, trial, sys.executable, tree=tree))
+                    runs.setdefault(f"{label} {reader}", []).append(
+                        run(reader, trials[label], sys.executable, tree=tree))
         print(f"{kind}: " + ", ".join(f"{k} {min(r['total_s'] for r in v):.3f} s" for k, v in runs.items()),
               file=sys.stderr)
     return found
@@ -296,6 +303,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--write-md", action="store_true", help="update the trial reader section of BENCHMARKS.md")
     parser.add_argument("--baseline", type=Path,
                         help="source tree of an earlier sdk_ext: before/after of the sdk_ext readers, in one run")
+    parser.add_argument("--plain-before", action="store_true",
+                        help="with --baseline: the before tree reads the trial written without checksums (a tree "
+                             "from before them reads what its own hooks wrote)")
+    parser.add_argument("--plain", action="store_true",
+                        help="with --baseline: both trees read the trial written without checksums")
     parser.add_argument("--after", type=Path, default=REPO,
                         help="with --baseline: the tree measured as 'after' (default: this checkout)")
     args = parser.parse_args(argv)
@@ -308,14 +320,15 @@ def main(argv: list[str] | None = None) -> int:
         root = args.dir or Path(tempfile.mkdtemp(prefix="sdk-ext-bench-trial-"))
         try:
             found = run_baseline(root, args.only or ["small", "large", "wide"], args.repeat, args.baseline.resolve(),
-                                 args.after.resolve())
+                                 args.after.resolve(), plain_before=args.plain_before, plain=args.plain)
         finally:
             if args.dir is None:
                 shutil.rmtree(root, ignore_errors=True)
         body = (
             "### Trial reader before/after a change (sdk_ext only, one run)\n\n"
             f"Command: `git archive <before> | tar -x -C /tmp/before; python -m tests.bench.trial_read --baseline "
-            f"/tmp/before{' --after ' + str(args.after) if args.after.resolve() != REPO else ''} --repeat {args.repeat}{' --scale ' + str(args.scale) if args.scale != 1.0 else ''}"
+            f"/tmp/before{' --after ' + str(args.after) if args.after.resolve() != REPO else ''}"
+            f"{' --plain-before' if args.plain_before else ''}{' --plain' if args.plain else ''} --repeat {args.repeat}{' --scale ' + str(args.scale) if args.scale != 1.0 else ''}"
             f"{''.join(' --only ' + k for k in args.only or [])} --write-md` ({platform.machine()}, "
             f"{os.cpu_count()} cores)\n\n" + baseline_table(found, args.repeat)
         )

@@ -22,7 +22,7 @@ capability         declared by           used by
 A wrapper states for each capability whether it forwards its inner storage's (and then the inner's
 methods serve it, bypassing the wrapper, which is right for reads of immutable objects) or not.
 Nothing is looked up by attribute name, so a wrapper cannot lose a capability by forgetting to
-forward an attribute: it must say what it forwards. tests/unit/storage/test_capabilities.py checks
+forward an attribute: it must say what it forwards. tests/functional/storage/test_capabilities.py checks
 that every backend and wrapper declares exactly what it can do.
 """
 

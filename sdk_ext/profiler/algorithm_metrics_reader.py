@@ -28,7 +28,7 @@ from sdk_ext.format.profiler_paths import (
     TENSORBOARD_TIMELINE_SUFFIX,
     parse_trace_file_key,
 )
-from sdk_ext.profiler.metrics_reader_base import MetricsReaderBase, ProfilerSource, env_microseconds
+from sdk_ext.profiler.metrics_reader_base import MetricsReaderBase, env_microseconds
 from sdk_ext.profiler.profiler_constants import ENV_TIME_BUFFER, TIME_BUFFER_DEFAULT
 from sdk_ext.profiler.tf_profiler_parser import (
     HorovodProfilerEvents,
@@ -207,10 +207,7 @@ class LocalAlgorithmMetricsReader(AlgorithmMetricsReader):
     ) -> None:
         super().__init__(use_in_memory_cache)
         self.trace_root_folder = os.fspath(trace_root_folder)
-        if self.trace_root_folder.startswith("s3://"):
-            raise ValueError(f"{self.trace_root_folder!r} is an S3 path: use S3AlgorithmMetricsReader for it")
-        self._source = ProfilerSource(self.trace_root_folder, storage=storage)
-        self.refresh_event_file_list()
+        self._attach(self.trace_root_folder, remote=False, other="S3AlgorithmMetricsReader", storage=storage)
 
 
 class S3AlgorithmMetricsReader(AlgorithmMetricsReader):
@@ -221,12 +218,7 @@ class S3AlgorithmMetricsReader(AlgorithmMetricsReader):
         self, s3_trial_path: str, use_in_memory_cache: bool = False, *, storage: Storage | None = None
     ) -> None:
         super().__init__(use_in_memory_cache)
-        if not str(s3_trial_path).startswith("s3://"):
-            raise ValueError(
-                f"{s3_trial_path!r} is not an S3 path: write it as s3://bucket/prefix, or use LocalAlgorithmMetricsReader"
-            )
-        self._source = ProfilerSource(s3_trial_path, storage=storage)
-        self.refresh_event_file_list()
+        self._attach(str(s3_trial_path), remote=True, other="LocalAlgorithmMetricsReader", storage=storage)
 
 
 __all__ = ["AlgorithmMetricsReader", "LocalAlgorithmMetricsReader", "S3AlgorithmMetricsReader"]

@@ -96,6 +96,18 @@ class MetricsReaderBase:
         self.files_read = 0  # files fetched so far (each fetch counts, cached files do not)
         self._source: ProfilerSource | None = None
 
+    def _attach(self, path: str | os.PathLike[str], *, remote: bool, other: str, storage: Storage | None) -> None:
+        """Read from ``path`` (``remote``: an ``s3://`` prefix, else a local directory) and list it now;
+        the wrong kind of path is a ValueError naming ``other``, the reader class for it."""
+        location = os.fspath(path)
+        if location.startswith("s3://") != remote:
+            raise ValueError(
+                f"{location!r} is not an S3 path: write it as s3://bucket/prefix, or use {other}" if remote
+                else f"{location!r} is an S3 path: use {other} for it"
+            )
+        self._source = ProfilerSource(location, storage=storage)
+        self.refresh_event_file_list()
+
     # --- what exists ---------------------------------------------------------------------------
 
     def get_all_event_parsers(self) -> list[Any]:

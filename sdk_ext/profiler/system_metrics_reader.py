@@ -32,7 +32,7 @@ import numpy.typing as npt
 
 from sdk_ext.format.profiler_paths import SYSTEM_DIR, parse_system_metrics_key
 from sdk_ext.format.profiler_records import SeriesKey, SystemMetricColumns, decode_system_metric_columns
-from sdk_ext.profiler.metrics_reader_base import MetricsReaderBase, ProfilerSource
+from sdk_ext.profiler.metrics_reader_base import MetricsReaderBase
 from sdk_ext.profiler.system_profiler_file_parser import (
     ProfilerSystemEvent,
     ProfilerSystemEvents,
@@ -312,10 +312,7 @@ class LocalSystemMetricsReader(SystemMetricsReader):
     ) -> None:
         super().__init__(use_in_memory_cache)
         self.trace_root_folder = os.fspath(trace_root_folder)
-        if self.trace_root_folder.startswith("s3://"):
-            raise ValueError(f"{self.trace_root_folder!r} is an S3 path: use S3SystemMetricsReader for it")
-        self._source = ProfilerSource(self.trace_root_folder, storage=storage)
-        self.refresh_event_file_list()
+        self._attach(self.trace_root_folder, remote=False, other="S3SystemMetricsReader", storage=storage)
 
 
 class S3SystemMetricsReader(SystemMetricsReader):
@@ -327,12 +324,7 @@ class S3SystemMetricsReader(SystemMetricsReader):
         self, s3_trial_path: str, use_in_memory_cache: bool = False, *, storage: Storage | None = None
     ) -> None:
         super().__init__(use_in_memory_cache)
-        if not str(s3_trial_path).startswith("s3://"):
-            raise ValueError(
-                f"{s3_trial_path!r} is not an S3 path: write it as s3://bucket/prefix, or use LocalSystemMetricsReader"
-            )
-        self._source = ProfilerSource(s3_trial_path, storage=storage)
-        self.refresh_event_file_list()
+        self._attach(str(s3_trial_path), remote=True, other="LocalSystemMetricsReader", storage=storage)
 
 
 __all__ = [

@@ -309,3 +309,14 @@ def test_local_files_of_any_size_read_one_after_another_through_one_buffer_give_
     events = reader.get_events(T0 * 10**6, (T0 + 60 * len(sizes)) * 10**6)
     assert [(e.name, e.value, e.timestamp) for e in events] == expected
     assert reader.files_read == len(sizes)
+
+
+@pytest.mark.parametrize(("reader", "path", "message"), [
+    (LocalSystemMetricsReader, "s3://bucket/job/profiler-output", "is an S3 path: use S3SystemMetricsReader"),
+    (LocalAlgorithmMetricsReader, "s3://bucket/job/profiler-output", "is an S3 path: use S3AlgorithmMetricsReader"),
+    (S3SystemMetricsReader, "/data/profiler-output", "not an S3 path: .*or use LocalSystemMetricsReader"),
+    (S3AlgorithmMetricsReader, "/data/profiler-output", "not an S3 path: .*or use LocalAlgorithmMetricsReader"),
+])
+def test_a_reader_given_the_other_kind_of_path_names_the_reader_to_use(reader: Any, path: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        reader(path)

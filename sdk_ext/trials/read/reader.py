@@ -110,8 +110,9 @@ class Reads:
         self._ahead_growth = 16 if capabilities.direct_reads is not None else 4
         self._memo: dict[tuple[str, int], Array] | None = {} if cache else None
         self._plans: dict[tuple[Any, ...], StepPlan] = {}  # oldest first
-        #: the plan of the last read-ahead walk: (its steps list, length, index generation, mode, worker, plan)
-        self._walk_at: tuple[Sequence[int], int, int, ModeKeys, str | None, StepPlan] | None = None
+        #: the plan of the last read-ahead walk, with what it was made for (_plan_key: steps list, length,
+        #: index generation, mode, worker)
+        self._walk_at: tuple[tuple[Any, ...], StepPlan] | None = None
         # value read-ahead: the last tensor, mode, worker and step read, and the walk
         self.last_name: str | None = None
         self.last_mode: ModeKeys | None = None
@@ -133,8 +134,8 @@ class Reads:
         self.across: dict[str, Across] = {}
         self._across_bytes = 0  # bytes of the windows across workers
         self._across_made = 0  # windows across workers made so far
-        #: the plan of the last walk across workers: (its steps list, length, generation, mode, workers, plan)
-        self._across_at: tuple[Sequence[int], int, int, ModeKeys, tuple[str, ...], StepPlan] | None = None
+        #: the plan of the last walk across workers, with what it was made for (_plan_key, workers for worker)
+        self._across_at: tuple[tuple[Any, ...], StepPlan] | None = None
         self._no_across: dict[tuple[str, ModeKeys], int] = {}  # (tensor, mode) -> generation its window failed at
 
     def read(self, sf: StepFile, loc: Location, name: str, step: int, mode: ModeKeys) -> Array:
@@ -345,20 +346,21 @@ class Reads:
     def _across_plan(self, steps: Sequence[int], mode: ModeKeys, workers: tuple[str, ...]) -> StepPlan:
         """The plan across ``workers`` of a walk through ``steps`` (every tensor saved at the same steps by
         the same workers shares it); found by the list's identity while it holds."""
-        generation = self._index.generation
-        held = self._across_at
-        if (
-            held is not None
-            and held[0] is steps
-            and held[1] == len(steps)
-            and held[2] == generation
-            and held[3] is mode
-            and held[4] == workers
-        ):
-            return held[5]
+        held, key = self._across_at, self._plan_key(steps, mode, workers)
+        if held is not None and self._same_plan_key(held[0], key):
+            return held[1]
         plan = self._plan(steps, mode, None, across=workers)
-        self._across_at = (steps, len(steps), generation, mode, workers, plan)
+        self._across_at = (key, plan)
         return plan
+
+    def _plan_key(self, steps: Sequence[int], mode: ModeKeys, who: object) -> tuple[Any, ...]:
+        """What a held plan was made for: the step list itself (by identity) and its length, the index's
+        generation, the mode, and the worker (or workers)."""
+        return (steps, len(steps), self._index.generation, mode, who)
+
+    @staticmethod
+    def _same_plan_key(held: tuple[Any, ...], key: tuple[Any, ...]) -> bool:
+        return held[0] is key[0] and held[1:3] == key[1:3] and held[3] is key[3] and held[4] == key[4]
 
     def read_many(
         self,
@@ -398,19 +400,11 @@ class Reads:
         the walk's windows (and the walks of every tensor saved at the same steps, and ``values()``
         at them) share. Found by the list's identity while it holds, so a window costs nothing per
         step of the whole walk."""
-        generation = self._index.generation
-        held = self._walk_at
-        if (
-            held is not None
-            and held[0] is steps
-            and held[1] == len(steps)
-            and held[2] == generation
-            and held[3] is mode
-            and held[4] == worker
-        ):
-            return held[5]
+        held, key = self._walk_at, self._plan_key(steps, mode, worker)
+        if held is not None and self._same_plan_key(held[0], key):
+            return held[1]
         plan = self._plan(steps, mode, worker)
-        self._walk_at = (steps, len(steps), generation, mode, worker, plan)
+        self._walk_at = (key, plan)
         return plan
 
     def _plan(

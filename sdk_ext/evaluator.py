@@ -44,7 +44,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from sdk_ext.exceptions import ConfigError  # light: no numpy; the rest is imported after the signal handlers
+from sdk_ext.exceptions import (  # light: no numpy; the rest is imported after the signal handlers
+    ConfigError,
+    RuleEvaluationConditionMet,
+)
 
 if TYPE_CHECKING:
     from sdk_ext.rules.time_limit import EvaluatorGuard
@@ -304,13 +307,7 @@ def _open_trial(path: str, name: str, start: int, poll_interval: float, *, wait:
 
 
 def run(args: argparse.Namespace, params: dict[str, str], evaluator: Evaluator) -> int:
-    from sdk_ext.exceptions import (
-        ConfigError,
-        DamagedDataError,
-        MissingCollectionFiles,
-        NoMoreData,
-        RuleEvaluationConditionMet,
-    )
+    from sdk_ext.exceptions import DamagedDataError, MissingCollectionFiles, NoMoreData
     from sdk_ext.rules.factory import build_rule, load_rule_class, smdebug_aliases, split_parameters
     from sdk_ext.rules.rule_invoker import invoke_rule
     from sdk_ext.rules.status import no_issues_details
@@ -366,14 +363,7 @@ def run(args: argparse.Namespace, params: dict[str, str], evaluator: Evaluator) 
             return evaluator.report("Error", f"DamagedData: the rule could not read the data it was to judge{at}: {err}",
                                     err.step)
         except RuleEvaluationConditionMet as fired:
-            code = evaluator.report("IssuesFound", f"RuleEvaluationConditionMet: {fired}\n", fired.step)
-            if not args.no_actions and os.environ.get("SDK_EXT_RULE_ACTIONS", "1") != "0":
-                evaluator.phase = "actions"
-                try:
-                    rule.run_actions(str(fired))
-                except ActionsInterrupted:
-                    logger.warning("actions interrupted by a signal; the status stays IssuesFound")
-            return code
+            return _issues_found(evaluator, rule, fired, args)
         except NoMoreData as end:
             how = "Training ended"
             from sdk_ext.rules.stop_signal import StopSignalStorage
@@ -387,6 +377,18 @@ def run(args: argparse.Namespace, params: dict[str, str], evaluator: Evaluator) 
                                                                    *_coverage_notes(rule)))
 
 
+def _issues_found(evaluator: Evaluator, rule: Any, fired: RuleEvaluationConditionMet, args: argparse.Namespace) -> int:
+    """Report IssuesFound, then run the rule's actions (the stop, the notification) unless told not to."""
+    code = evaluator.report("IssuesFound", f"RuleEvaluationConditionMet: {fired}\n", fired.step)
+    if not args.no_actions and os.environ.get("SDK_EXT_RULE_ACTIONS", "1") != "0":
+        evaluator.phase = "actions"
+        try:
+            rule.run_actions(str(fired))
+        except ActionsInterrupted:
+            logger.warning("actions interrupted by a signal; the status stays IssuesFound")
+    return code
+
+
 def run_profiler_rule(args: argparse.Namespace, request: Any, evaluator: Evaluator, cls: Any) -> int:
     """A profiler rule over the job's profiler output (``--trial-dir``: a profiler-output/ directory, a job
     directory holding one, or an s3:// prefix). Its reports go to ``<output-dir>/profiler-output/
@@ -394,7 +396,6 @@ def run_profiler_rule(args: argparse.Namespace, request: Any, evaluator: Evaluat
     do not apply (a profiler rule walks time, not steps)."""
     from datetime import datetime, timezone
 
-    from sdk_ext.exceptions import ConfigError, RuleEvaluationConditionMet
     from sdk_ext.format.profiler_paths import PROFILER_OUTPUT_DIR
     from sdk_ext.profiler.profiler_trial import ProfilerTrial, profiler_root
     from sdk_ext.rules.factory import build_rule
@@ -430,14 +431,7 @@ def run_profiler_rule(args: argparse.Namespace, request: Any, evaluator: Evaluat
     except InvocationTimeout as err:
         return evaluator.report("Error", f"RuleTimeout: {err}", err.step)
     except RuleEvaluationConditionMet as fired:
-        code = evaluator.report("IssuesFound", f"RuleEvaluationConditionMet: {fired}\n", fired.step)
-        if not args.no_actions and os.environ.get("SDK_EXT_RULE_ACTIONS", "1") != "0":
-            evaluator.phase = "actions"
-            try:
-                rule.run_actions(str(fired))
-            except ActionsInterrupted:
-                logger.warning("actions interrupted by a signal; the status stays IssuesFound")
-        return code
+        return _issues_found(evaluator, rule, fired, args)
     until = datetime.fromtimestamp(trial.last_timestamp() / 1e6, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     return evaluator.report("NoIssuesFound", no_issues_details(
         f"Training ended; profiler data evaluated up to {until} in {getattr(rule, 'windows', 0)} windows",

@@ -22,7 +22,7 @@ import os
 import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 
@@ -31,6 +31,8 @@ from sdk_ext.format.profiler_records import RuleReport, encode_rule_report
 from sdk_ext.profiler.analysis.rules.windows import FrameworkWindow, SystemWindow
 from sdk_ext.rules.builtin.base import BuiltinRule
 from sdk_ext.rules.time_limit import invocation_limit
+
+_W = TypeVar("_W", SystemWindow, FrameworkWindow)
 
 logger = logging.getLogger(__name__)
 
@@ -181,26 +183,23 @@ class ProfilerRule(BuiltinRule):
             reader(start, end)
 
     def system_window(self, start: int, end: int, given: Any = None) -> SystemWindow:
-        if isinstance(given, SystemWindow):
-            return given
-        if given is not None:
-            return SystemWindow.from_events(given)
-        reader = getattr(self.base_trial, "system_window", None)
-        if callable(reader):
-            window: SystemWindow = reader(start, end)
-            return window
-        return SystemWindow.from_events(self.base_trial.get_system_metrics(start, end))
+        return self._window(SystemWindow, "system_window", "get_system_metrics", start, end, given)
 
     def framework_window(self, start: int, end: int, given: Any = None) -> FrameworkWindow:
-        if isinstance(given, FrameworkWindow):
+        return self._window(FrameworkWindow, "framework_window", "get_framework_metrics", start, end, given)
+
+    def _window(self, kind: type[_W], columns: str, events: str, start: int, end: int, given: Any) -> _W:
+        """``given`` as a window of ``kind`` (it may already be one, or events); else the trial's window of
+        ``[start, end]``, as columns where it reads them (``columns``), else built from its ``events`` call."""
+        if isinstance(given, kind):
             return given
         if given is not None:
-            return FrameworkWindow.from_events(given)
-        reader = getattr(self.base_trial, "framework_window", None)
+            return kind.from_events(given)
+        reader = getattr(self.base_trial, columns, None)
         if callable(reader):
-            window: FrameworkWindow = reader(start, end)
+            window: _W = reader(start, end)
             return window
-        return FrameworkWindow.from_events(self.base_trial.get_framework_metrics(start, end))
+        return kind.from_events(getattr(self.base_trial, events)(start, end))
 
 
 def _reports_dir(trial: Any) -> Path | None:

@@ -14,9 +14,10 @@ import os
 import uuid
 from collections.abc import Callable
 from typing import Any, Protocol
-from urllib.parse import unquote, urlparse
+from urllib.parse import urlparse
 
 from sdk_ext.exceptions import StorageError
+from sdk_ext.storage.uris import local_path
 
 
 class RuleSourceUploader(Protocol):
@@ -26,24 +27,15 @@ class RuleSourceUploader(Protocol):
 
 
 def local_source_path(source: str) -> str | None:
-    """The filesystem path of a local ``source`` (plain path or ``file://`` URI), else None.
-
-    A ``file://`` URI is percent-decoded (``Path.as_uri()`` writes a space as ``%20``); a plain path is
-    taken as it is. This package imports nothing else of sdk_ext, so it decodes here rather than through
-    sdk_ext.storage.uris, with the same rules.
+    """The filesystem path of a local ``source`` (plain path or ``file://`` URI, percent-decoded), else None.
 
     Raises:
         ValueError: a ``file://`` URI naming another host (``file://server/share/rule.py``).
     """
-    parsed = urlparse(source)
-    if parsed.scheme == "file":
-        if parsed.netloc not in ("", "localhost"):
-            raise ValueError(f"rule source {source!r} names host {parsed.netloc!r}; a local file's URI is "
-                             "file:///absolute/path (three slashes)")
-        return unquote(parsed.path)
-    if parsed.scheme == "" or (len(parsed.scheme) == 1 and os.name == "nt"):  # C:\ on Windows
-        return source
-    return None
+    try:
+        return local_path(source)
+    except ValueError as err:
+        raise ValueError(f"rule source {err}") from err
 
 
 def _split_s3(uri: str) -> tuple[str, str]:

@@ -171,5 +171,33 @@ def load(path: str | os.PathLike[str] | None = None) -> ProfilingConfig:
     return parse(document, where=str(file))
 
 
-__all__ = ["CONFIG_ENV", "CONFIG_PATH_DEFAULT", "LOCAL_PATH_DEFAULT", "ProfilingConfig", "StepWindow", "config_path",
-           "load", "parse"]
+class ConfigFollower:
+    """Tells when a profilerconfig.json a running job follows has changed (UpdateTrainingJob rewrites it).
+
+    Args:
+        path: the file.
+        first_counts: whether the first look at an existing file counts as a change (a reader that has not
+            loaded it yet) or only records it (a reader that was built from its settings).
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, first_counts: bool) -> None:
+        self.path = Path(path)
+        self._first_counts = first_counts
+        self._seen: tuple[int, int] | None = None
+
+    def changed(self) -> bool:
+        """True when the file's modification time or size differs from the last look (a missing file
+        changes nothing)."""
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return False
+        seen, before = (st.st_mtime_ns, st.st_size), self._seen
+        self._seen = seen
+        if before is None:
+            return self._first_counts
+        return seen != before
+
+
+__all__ = ["CONFIG_ENV", "CONFIG_PATH_DEFAULT", "LOCAL_PATH_DEFAULT", "ConfigFollower", "ProfilingConfig", "StepWindow",
+           "config_path", "load", "parse"]

@@ -64,7 +64,8 @@ class SystemMonitor:
         self.interval_ms = interval_ms
         self.enabled = True
         self.config_path = Path(config_path) if config_path is not None else None
-        self._config_seen: tuple[int, int] | None = None
+        self._config = (profiler_config.ConfigFollower(self.config_path, first_counts=True)
+                        if self.config_path is not None else None)
         self._sampler = sampler
         self._monotonic = monotonic
         #: samples written so far
@@ -72,17 +73,9 @@ class SystemMonitor:
 
     def _follow_config(self) -> None:
         """Re-read the config file when it changed (a missing file changes nothing)."""
-        if self.config_path is None:
+        if self._config is None or not self._config.changed():
             return
-        try:
-            st = os.stat(self.config_path)
-        except OSError:
-            return
-        seen = (st.st_mtime_ns, st.st_size)
-        if seen == self._config_seen:
-            return
-        self._config_seen = seen
-        settings = profiler_config.load(self.config_path)
+        settings = profiler_config.load(self._config.path)
         if settings.enabled != self.enabled or (settings.enabled and settings.interval_ms != self.interval_ms):
             logger.info("monitor %s: profiling %s%s", self.node_id, "enabled" if settings.enabled else "disabled",
                         f", every {settings.interval_ms} ms" if settings.enabled else "")

@@ -167,7 +167,9 @@ class StepTimeline:
         self._file_opened = 0.0
         self._file_hour = ""
         self._file_end_us = 0
-        self._config_seen: tuple[int, int] | None = None
+        # built from the config's settings: only a later change of the file counts
+        self._config = (profiler_config.ConfigFollower(self.config_path, first_counts=False)
+                        if self.config_path is not None else None)
         self.enabled = True
         self.observers: list[StepObserver] = []
         #: the files published so far
@@ -246,20 +248,9 @@ class StepTimeline:
                 self._records.clear()
 
     def _follow_config(self) -> None:
-        if self.config_path is None:
+        if self._config is None or not self._config.changed():
             return
-        try:
-            st = os.stat(self.config_path)
-        except OSError:
-            return
-        seen = (st.st_mtime_ns, st.st_size)
-        if self._config_seen is None:
-            self._config_seen = seen
-            return
-        if seen == self._config_seen:
-            return
-        self._config_seen = seen
-        on = profiler_config.load(self.config_path).enabled
+        on = profiler_config.load(self._config.path).enabled
         if on != self.enabled:
             logger.info("step timeline: profiling %s", "enabled" if on else "disabled")
         if not on:

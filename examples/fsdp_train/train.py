@@ -214,6 +214,7 @@ def main() -> None:
     if not distributed or dist.get_rank() == 0:
         print(f"losses: {' '.join(f'{v:.4f}' for v in losses)}")
     if distributed:
+        dist.barrier()  # every rank done before gloo/NCCL is torn down
         dist.destroy_process_group()
 
 

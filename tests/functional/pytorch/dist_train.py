@@ -35,6 +35,9 @@ def main() -> None:
         opt.step()
     hook.close()
     assert hook.failure is None, hook.failure
+    # Both ranks done before either tears gloo down: a rank that closes its pairs while the other is
+    # still in its last collective can abort the other with "terminate called without an active exception".
+    dist.barrier()
     dist.destroy_process_group()
 
 

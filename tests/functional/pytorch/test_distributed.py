@@ -21,8 +21,8 @@ def run_job(out: Path, include_workers: str, env: dict[str, str]) -> None:
         for rank in (0, 1)
     ]
     outputs = [p.communicate(timeout=180)[0] for p in procs]
-    for p, text in zip(procs, outputs):
-        assert p.returncode == 0, text[-4000:]
+    report = "\n".join(f"--- rank {rank}: exit {p.returncode}\n{text[-3000:]}" for rank, (p, text) in enumerate(zip(procs, outputs)))
+    assert all(p.returncode == 0 for p in procs), report
 
 
 @pytest.fixture(scope="module")

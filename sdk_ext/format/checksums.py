@@ -29,32 +29,39 @@ from __future__ import annotations
 
 import functools
 import struct
-from collections.abc import Callable
+from typing import Protocol
 
 import google_crc32c
 
 from sdk_ext.exceptions import IndexReaderException
 
 Buffer = bytes | bytearray | memoryview
-_any_buffer_crc: Callable[[Buffer, int], int] | None
-try:  # hardware CRC-32C over any buffer (numpy arrays, memoryviews, mmaps) without a copy
-    from crc32c import crc32c as _any_buffer_crc
+
+
+class _Crc(Protocol):
+    def __call__(self, data: Buffer, crc: int = 0, /) -> int: ...
+
+
+def _crc_of_copy(data: Buffer, crc: int = 0, /) -> int:
+    return int(google_crc32c.extend(crc, data if isinstance(data, bytes) else bytes(data)))
+
+
+crc32c: _Crc
+"""``crc32c(data, crc=0)``: CRC-32C of ``data`` (continuing ``crc``, the CRC of the bytes before it);
+any contiguous buffer. The ``crc32c`` package's function itself (hardware CRC over any buffer, numpy
+arrays, memoryviews and mmaps without a copy; it releases the GIL for buffers of 32 KiB and more):
+the writer calls it a few times per record, so no Python wrapper sits in between."""
+try:
+    from crc32c import crc32c
 except ImportError:  # pragma: no cover - google_crc32c takes bytes only: copy the rest first
-    _any_buffer_crc = None
+    crc32c = _crc_of_copy
 
 #: the ``meta`` key holding the checksums
 KEY = "sdk_ext_crc32c"
 _OPEN = b', "' + KEY.encode() + b'": "'  # what precedes the digits (json.dumps' separators)
 _CLOSE = b'"}, '  # what follows them: the end of meta and the separator before tensor_payload
+_CLOSE_CRC = crc32c(_CLOSE)
 DIGITS = 8
-_google_extend: Callable[[int, bytes], int] = google_crc32c.extend
-
-def crc32c(data: Buffer, crc: int = 0) -> int:
-    """CRC-32C of ``data`` (continuing ``crc``, the CRC of the bytes before it); any contiguous buffer."""
-    if _any_buffer_crc is not None:
-        return int(_any_buffer_crc(data, crc))
-    return int(_google_extend(crc, data if isinstance(data, bytes) else bytes(data)))
-
 
 _POLY = 0x82F63B78  # CRC-32C's polynomial, bit-reflected
 
@@ -122,7 +129,7 @@ def checksum_field(file_crc: int | None, record_crcs: list[int]) -> bytes:
 
 def tail_crc(tail: bytes) -> int:
     """The CRC of what follows ``I``'s digits in a document whose tail (everything after meta) is ``tail``."""
-    return crc32c(tail, crc32c(_CLOSE))
+    return crc32c(tail, _CLOSE_CRC)
 
 
 def seal(before: bytes, tail: bytes, *, after_crc: int | None = None) -> bytes:

@@ -59,6 +59,7 @@ from sdk_ext.format.dtypes import (
 from sdk_ext.format.records import OVERHEAD, record_footer, record_header
 from sdk_ext.modes import ModeKeys
 
+_FOOTER = record_footer(None)  # the constant footer of every events/ record
 _MODE_NAMES = {m.value: m for m in ModeKeys}
 _F64 = struct.Struct("<d")
 _LITTLE = sys.byteorder == "little"
@@ -176,6 +177,39 @@ def _content(array: np.ndarray[Any, Any]) -> bytes | memoryview:
     return _raw_view(array)
 
 
+def _event_pieces(
+    tag: str, array: np.ndarray[Any, Any], step: int, wall_time: float, mode: ModeKeys, mode_step: int | None
+) -> tuple[bytes, bytes | memoryview, bytes, int]:
+    """The payload of one tensor Event as ``(head, content, rest, payload length)``: ``content`` is the
+    tensor's bytes (a view of the array; ``b""`` for strings and empty tensors), ``head`` and ``rest``
+    the encoded fields before and after it."""
+    code = _DTYPE_CODES.get(array.dtype)
+    if code is None:
+        code = _DTYPE_CODES[array.dtype] = dtype_code(array)
+    meta = _metadata_field(mode, step if mode_step is None else mode_step)
+    if code:
+        value_head, content_len = _value_head(tag, array, code)
+        content: bytes | memoryview = _content(array) if content_len else b""
+        rest = meta
+    else:  # strings: string_val entries after the shape
+        tag_bytes = tag.encode("utf-8")
+        head = _ld(0x12, _shape_bytes(tag, array.shape))
+        tail = b"".join(_ld(0x42, s) for s in _string_elements(array))
+        content, content_len = b"", 0
+        value_head = (_ld(0x0A, tag_bytes) if tag_bytes else b"") + b"\x42" + _varint(len(head) + len(tail)) + head
+        rest = tail + meta
+    value_len = len(value_head) + content_len + len(rest)
+    summary_head = b"\x0a" + _varint(value_len)
+    summary_len = len(summary_head) + value_len
+    event_head = b""
+    if wall_time != 0.0 or math.copysign(1.0, wall_time) < 0:
+        event_head = b"\x09" + _F64.pack(wall_time)
+    if step:
+        event_head += b"\x10" + _varint(step)
+    event_head += b"\x2a" + _varint(summary_len) + summary_head + value_head
+    return event_head, content, rest, len(event_head) + content_len + len(rest)
+
+
 def encode_tensor_event_parts(
     tag: str,
     value: np.ndarray[Any, Any],
@@ -195,35 +229,26 @@ def encode_tensor_event_parts(
         mode: the mode the step was taken in.
         mode_step: the step within ``mode``; defaults to ``step``.
     """
-    array = value
-    code = _DTYPE_CODES.get(array.dtype)
-    if code is None:
-        code = _DTYPE_CODES[array.dtype] = dtype_code(array)
-    meta = _metadata_field(mode, step if mode_step is None else mode_step)
-    if code:
-        value_head, content_len = _value_head(tag, array, code)
-        content: bytes | memoryview = _content(array) if content_len else b""
-        tail = b""
-    else:  # strings: string_val entries after the shape
-        tag_bytes = tag.encode("utf-8")
-        head = _ld(0x12, _shape_bytes(tag, array.shape))
-        tail = b"".join(_ld(0x42, s) for s in _string_elements(array))
-        content, content_len = b"", 0
-        value_head = (_ld(0x0A, tag_bytes) if tag_bytes else b"") + b"\x42" + _varint(len(head) + len(tail)) + head
-    value_len = len(value_head) + content_len + len(tail) + len(meta)
-    summary_head = b"\x0a" + _varint(value_len)
-    summary_len = len(summary_head) + value_len
-    event_head = b""
-    if wall_time != 0.0 or math.copysign(1.0, wall_time) < 0:
-        event_head = b"\x09" + _F64.pack(wall_time)
-    if step:
-        event_head += b"\x10" + _varint(step)
-    event_head += b"\x2a" + _varint(summary_len) + summary_head + value_head
-    parts: list[bytes | memoryview] = [event_head]
-    if content_len:
-        parts.append(content)
-    parts.append(tail + meta if tail else meta)
-    return parts
+    head, content, rest, _ = _event_pieces(tag, value, step, wall_time, mode, mode_step)
+    return [head, content, rest] if content else [head, rest]
+
+
+def encode_tensor_record_pieces(
+    tag: str,
+    value: np.ndarray[Any, Any],
+    *,
+    step: int,
+    wall_time: float,
+    mode: ModeKeys = ModeKeys.GLOBAL,
+    mode_step: int | None = None,
+) -> tuple[bytes, bytes | memoryview, bytes, int]:
+    """A whole events/ record as three buffers to write back to back, and its total length:
+    ``(prefix, content, suffix, length)``. ``content`` is the tensor's bytes (a view of the array, or
+    ``b""``); ``prefix`` (record header and the fields before the bytes) and ``suffix`` (the fields
+    after them and the constant footer) are small. The writer's fast path (three writes, and three
+    CRC calls at most, per record)."""
+    head, content, rest, payload_len = _event_pieces(tag, value, step, wall_time, mode, mode_step)
+    return record_header(payload_len) + head, content, rest + _FOOTER, payload_len + OVERHEAD
 
 
 def encode_tensor_record_parts(
@@ -236,9 +261,9 @@ def encode_tensor_record_parts(
     mode_step: int | None = None,
 ) -> tuple[list[bytes | memoryview], int]:
     """A whole events/ record (header, payload, constant footer) as buffers, and its total length."""
-    parts = encode_tensor_event_parts(tag, value, step=step, wall_time=wall_time, mode=mode, mode_step=mode_step)
-    payload_len = sum(len(p) for p in parts)
-    return [record_header(payload_len), *parts, record_footer(None)], payload_len + OVERHEAD
+    prefix, content, suffix, length = encode_tensor_record_pieces(
+        tag, value, step=step, wall_time=wall_time, mode=mode, mode_step=mode_step)
+    return ([prefix, content, suffix] if content else [prefix, suffix]), length
 
 
 def encode_tensor_event(
@@ -392,5 +417,6 @@ __all__ = [
     "encode_tensor_event",
     "encode_tensor_event_parts",
     "encode_tensor_record_parts",
+    "encode_tensor_record_pieces",
     "to_numpy",
 ]

@@ -58,10 +58,21 @@ MAGIC_FOOTER = masked_crc32c(b"0x12345678")
 _MAGIC_FOOTER_BYTES = _U32.pack(MAGIC_FOOTER)
 
 
+#: record headers by payload length (a writer meets the same lengths step after step); bounded
+_HEADERS: dict[int, bytes] = {}
+_HEADERS_LIMIT = 4096
+
+
 def record_header(payload_length: int) -> bytes:
     """The 12 bytes that precede a payload of ``payload_length`` bytes."""
-    length = _U64.pack(payload_length)
-    return length + _U32.pack(masked_crc32c(length))
+    found = _HEADERS.get(payload_length)
+    if found is None:
+        length = _U64.pack(payload_length)
+        found = length + _U32.pack(masked_crc32c(length))
+        if len(_HEADERS) >= _HEADERS_LIMIT:
+            _HEADERS.clear()
+        _HEADERS[payload_length] = found
+    return found
 
 
 def record_footer(payload: Buffer | None = None) -> bytes:

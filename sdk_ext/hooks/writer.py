@@ -49,10 +49,10 @@ from typing import Any
 import numpy as np
 
 from sdk_ext.exceptions import StorageError, StorageNotFound
-from sdk_ext.format.checksums import combine, crc32c, extend_parts
+from sdk_ext.format.checksums import combine, crc32c
 from sdk_ext.format.collection_file import CollectionsFile, encode_collections
 from sdk_ext.format.consolidated import ConsolidatedEncoder, consolidated_key
-from sdk_ext.format.events import encode_tensor_record_parts
+from sdk_ext.format.events import encode_tensor_record_pieces
 from sdk_ext.format.index import IndexFile, ShapeEntry, TensorEntry, encode_index_parts
 from sdk_ext.format.paths import DEFAULT_WORKER, END_OF_JOB, collections_key, event_key, index_key
 from sdk_ext.modes import ModeKeys
@@ -60,6 +60,8 @@ from sdk_ext.storage.base import ObjectWriter, Storage
 from sdk_ext.storage.spool import UploadSpool
 
 logger = logging.getLogger(__name__)
+#: records shorter than this are joined into one buffer: one write, one CRC pass each for the record and the file
+SMALL = 4096
 #: records at least this long have the event file's CRC combined from theirs (checksums.combine: about
 #: 3.5 us) instead of a second pass over their bytes (about 4.5 us per 128 KiB)
 COMBINE_FROM = 128 * 1024
@@ -304,7 +306,7 @@ class TrialWriter:
     def write_tensor(self, name: str, array: np.ndarray[Any, Any], *, wall_time: float | None = None) -> None:
         """Append one record (``array`` as is: dtype, shape) to the current step's event file."""
         st = self._require_step()
-        parts, length = encode_tensor_record_parts(
+        prefix, content, suffix, length = encode_tensor_record_pieces(
             name,
             array,
             step=st.step,
@@ -312,25 +314,26 @@ class TrialWriter:
             mode=st.mode,
             mode_step=st.mode_step,
         )
-        if st.writer is None:
-            st.event_file = event_key(st.step, self.worker)
-            st.writer = (self.spool or self.storage).open_write(st.event_file)
         writer = st.writer
-        if length < 4096:
-            record = b"".join(parts)
+        if writer is None:
+            st.event_file = event_key(st.step, self.worker)
+            writer = st.writer = (self.spool or self.storage).open_write(st.event_file)
+        if length < SMALL:
+            record = prefix + content + suffix if content else prefix + suffix
             writer.write(record)
             if self.checksums:
                 st.crcs.append(crc32c(record))
                 st.file_crc = crc32c(record, st.file_crc)
         else:
-            for part in parts:
-                writer.write(part)
-            if self.checksums:
-                record_crc = extend_parts(0, parts)
+            writer.write(prefix)
+            writer.write(content)
+            writer.write(suffix)
+            if self.checksums:  # one pass over the tensor's bytes; the prefix and suffix are small
+                record_crc = crc32c(suffix, crc32c(content, crc32c(prefix)))
                 st.crcs.append(record_crc)
                 # a large record's bytes are read once: the file's CRC is combined from the record's
                 st.file_crc = (combine(st.file_crc, record_crc, length) if length >= COMBINE_FROM
-                               else extend_parts(st.file_crc, parts))
+                               else crc32c(suffix, crc32c(content, crc32c(prefix, st.file_crc))))
         st.tensors.append(TensorEntry(name, st.offset, length))
         st.offset += length
         self.bytes_written += length

@@ -438,14 +438,14 @@ class Hook(ExtensionPoints, BaseHook):
         if not isinstance(value, torch.Tensor):
             super()._save(name, plan, value)
             return
-        reductions = torch_reductions(value, plan.ops)
+        reductions = torch_reductions(value, plan.ops) if plan.ops else {}
         need_array = (
             plan.raw
             or len(reductions) < len(plan.ops)
             or (self.export_tensorboard and (plan.histogram or plan.scalar))
         )
         array = to_numpy(value) if need_array else None
-        self._write(name, plan, array, reductions, shape=tuple(value.shape))
+        self._out.write(name, plan, array, reductions, shape=tuple(value.shape))  # what _write does, one call less
 
 
 __all__ = ["GRADIENT_PREFIX", "Hook"]

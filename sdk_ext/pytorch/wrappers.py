@@ -67,7 +67,13 @@ def _dtensor_class() -> type | None:
     return getattr(mod, "DTensor", None) if mod is not None else None
 
 
+#: the classes of the tensors a hook saves most (parameters' data, gradients, activations): never a DTensor
+_PLAIN_TENSORS = frozenset((torch.Tensor, nn.Parameter))
+
+
 def is_dtensor(value: object) -> bool:
+    if type(value) in _PLAIN_TENSORS:  # the common case, decided without looking DTensor up
+        return False
     cls = _dtensor_class()
     return cls is not None and isinstance(value, cls)
 

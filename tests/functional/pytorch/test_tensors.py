@@ -27,3 +27,10 @@ def test_bfloat16_complex_conj_and_sparse_tensors_are_stored_as_plain_arrays() -
     assert to_numpy(c).tolist() == [1 - 2j]
     s = torch.eye(2).to_sparse()
     assert to_numpy(s).tolist() == [[1.0, 0.0], [0.0, 1.0]]
+
+
+def test_a_negative_view_is_stored_with_its_values() -> None:
+    """The imaginary part of a conjugate view carries torch's negative bit, which ``Tensor.numpy()`` refuses."""
+    n = torch.tensor([1 + 2j, 3 - 4j]).conj().imag
+    assert n.is_neg()
+    assert to_numpy(n).tolist() == [-2.0, 4.0]

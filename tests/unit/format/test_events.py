@@ -133,3 +133,27 @@ def test_one_tag_saved_with_other_shapes_dtypes_and_layouts_encodes_each_as_it_i
         for mode_step in (step, step + 1000):
             payload = encode_tensor_event("w", arr, step=step, wall_time=1.5, mode=ModeKeys.TRAIN, mode_step=mode_step)
             assert payload == _reference_payload("w", arr, step, 1.5, ModeKeys.TRAIN, mode_step)
+
+
+@settings(max_examples=150)
+@given(
+    st.one_of(arrays, hnp.arrays(np.dtype("<U3"), hnp.array_shapes(min_dims=1, max_dims=2, max_side=3),
+                                 elements=st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),
+                                                  max_size=3))),
+    st.text(min_size=1, max_size=20),
+    st.integers(0, 2**40),
+    st.sampled_from(list(ModeKeys)),
+)
+def test_the_writers_three_record_pieces_are_the_framed_event(arr, tag, step, mode):
+    """What the trial writer writes (prefix, tensor bytes, suffix) is the record smdebug frames: header,
+    the same payload as encode_tensor_event, its constant footer; the tensor bytes a view of the array."""
+    from sdk_ext.format.events import encode_tensor_record_pieces
+    from sdk_ext.format.records import encode_record
+
+    prefix, content, suffix, length = encode_tensor_record_pieces(tag, arr, step=step, wall_time=1.5, mode=mode,
+                                                                  mode_step=step + 1)
+    payload = encode_tensor_event(tag, arr, step=step, wall_time=1.5, mode=mode, mode_step=step + 1)
+    assert prefix + bytes(content) + suffix == encode_record(payload)
+    assert length == len(payload) + 16
+    if arr.dtype.kind not in "US" and arr.size and arr.flags.c_contiguous and arr.dtype.byteorder != ">":
+        assert isinstance(content, memoryview) and np.shares_memory(np.frombuffer(content, np.uint8), arr)

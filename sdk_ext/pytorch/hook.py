@@ -445,7 +445,7 @@ class Hook(ExtensionPoints, BaseHook):
             or (self.export_tensorboard and (plan.histogram or plan.scalar))
         )
         array = to_numpy(value) if need_array else None
-        self._out.write(name, plan, array, reductions, shape=tuple(value.shape))  # what _write does, one call less
+        self._write(name, plan, array, reductions, shape=tuple(value.shape))
 
 
 __all__ = ["GRADIENT_PREFIX", "Hook"]

@@ -134,6 +134,11 @@ _VALUE_HEADS: dict[tuple[str, np.dtype[Any], tuple[int, ...]], tuple[bytes, int]
 #: Per (mode, mode_step): the encoded SummaryMetadata field (every tensor of a step shares it).
 _METADATA: dict[tuple[ModeKeys, int], bytes] = {}
 _CACHE_LIMIT = 4096
+#: Per (Value head, bytes after it): the Event's summary field up to the raw data (``2a <len> 0a <len>`` and the
+#: Value head), the same from step to step.
+_SUMMARY_HEADS: dict[tuple[bytes, int], bytes] = {}
+#: Per global step: the Event's step field (every tensor of a step shares it).
+_STEP_FIELDS: dict[int, bytes] = {}
 #: dtypes whose arrays are written as they are (numeric, little-endian, not bfloat16)
 _AS_IS: dict[np.dtype[Any], bool] = {}
 
@@ -198,16 +203,25 @@ def _event_pieces(
         content, content_len = b"", 0
         value_head = (_ld(0x0A, tag_bytes) if tag_bytes else b"") + b"\x42" + _varint(len(head) + len(tail)) + head
         rest = tail + meta
-    value_len = len(value_head) + content_len + len(rest)
-    summary_head = b"\x0a" + _varint(value_len)
-    summary_len = len(summary_head) + value_len
-    event_head = b""
+    key = (value_head, content_len + len(rest))
+    summary = _SUMMARY_HEADS.get(key)
+    if summary is None:
+        value_len = len(value_head) + key[1]
+        summary_head = b"\x0a" + _varint(value_len)
+        summary = b"\x2a" + _varint(len(summary_head) + value_len) + summary_head + value_head
+        if len(_SUMMARY_HEADS) >= _CACHE_LIMIT:
+            _SUMMARY_HEADS.clear()
+        _SUMMARY_HEADS[key] = summary
+    step_field = _STEP_FIELDS.get(step)
+    if step_field is None:
+        if len(_STEP_FIELDS) >= _CACHE_LIMIT:
+            _STEP_FIELDS.clear()
+        step_field = _STEP_FIELDS[step] = b"\x10" + _varint(step) if step else b""
     if wall_time != 0.0 or math.copysign(1.0, wall_time) < 0:
-        event_head = b"\x09" + _F64.pack(wall_time)
-    if step:
-        event_head += b"\x10" + _varint(step)
-    event_head += b"\x2a" + _varint(summary_len) + summary_head + value_head
-    return event_head, content, rest, len(event_head) + content_len + len(rest)
+        event_head = b"\x09" + _F64.pack(wall_time) + step_field + summary
+    else:
+        event_head = step_field + summary
+    return event_head, content, rest, len(event_head) + key[1]
 
 
 def encode_tensor_event_parts(

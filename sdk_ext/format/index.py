@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
 
 from sdk_ext.exceptions import IndexReaderException
 from sdk_ext.format import checksums
@@ -59,6 +58,11 @@ class IndexFile:
     checks: IndexChecks | None = None  # sdk_ext's checksums, verified (None: the document has none)
 
 
+#: per tensor name, the text of its tensor_payload entry up to its start offset (bounded: cleared when full)
+_ENTRY_OPENINGS: dict[str, str] = {}
+_OPENINGS_LIMIT = 4096
+
+
 def encode_index(index: IndexFile, *, checks: tuple[int | None, list[int]] | None = None) -> bytes:
     """The index document, byte for byte as smdebug writes it (plus sdk_ext's checksums if ``checks``
     is given: see :func:`encode_index_parts`)."""
@@ -76,23 +80,29 @@ def encode_index_parts(
     ``checks``: ``(CRC-32C of the event file or None, CRC-32C of each record in tensor order)``; the
     document then carries them and its own in ``meta`` (:mod:`sdk_ext.format.checksums`).
     """
-    meta: dict[str, Any] = {"mode": index.mode.name, "mode_step": index.mode_step}
+    # json.dumps of {"meta": meta, "tensor_payload": [...], "shape_payload": [...]} (default separators), built
+    # from pieces: a tensor entry's text before its numbers depends on its name only, and is kept per name
+    meta = '{"mode": "' + index.mode.name + '", "mode_step": ' + str(int(index.mode_step))
     if index.event_file is not None:
-        meta["event_file_name"] = index.event_file
-    rest = {
-        "tensor_payload": [{"tensorname": t.name, "start_idx": t.start, "length": t.length} for t in index.tensors],
-        "shape_payload": [
-            {"tensorname": s.name, "originalname": s.original_name, "shape": list(s.shape)} for s in index.shapes
-        ],
-    }
-    # json.dumps of {"meta": meta, **rest}, each part dumped once: '{"meta": ' meta ', ' then rest without its '{'
-    tail = json.dumps(rest).encode("utf-8")[1:]
+        meta += ', "event_file_name": ' + json.dumps(index.event_file)
+    entries = []
+    for t in index.tensors:
+        opening = _ENTRY_OPENINGS.get(t.name)
+        if opening is None:
+            if len(_ENTRY_OPENINGS) >= _OPENINGS_LIMIT:
+                _ENTRY_OPENINGS.clear()
+            opening = _ENTRY_OPENINGS[t.name] = '{"tensorname": ' + json.dumps(t.name) + ', "start_idx": '
+        entries.append(f'{opening}{int(t.start)}, "length": {int(t.length)}}}')
+    shapes = json.dumps([
+        {"tensorname": s.name, "originalname": s.original_name, "shape": list(s.shape)} for s in index.shapes
+    ]) if index.shapes else "[]"
+    tail = ('"tensor_payload": [' + ", ".join(entries) + '], "shape_payload": ' + shapes + "}").encode("utf-8")
     if checks is None:
-        return b'{"meta": ' + json.dumps(meta).encode("utf-8") + b", ", tail
+        return b'{"meta": ' + meta.encode("utf-8") + b"}, ", tail
     file_crc, record_crcs = checks
     if (file_crc is None) != (not record_crcs) or len(record_crcs) != (len(index.tensors) if file_crc is not None else 0):
         raise ValueError(f"checks give {len(record_crcs)} record CRCs for {len(index.tensors)} records")
-    before = b'{"meta": ' + json.dumps(meta).encode("utf-8")[:-1] + checksums.checksum_field(file_crc, record_crcs)
+    before = b'{"meta": ' + meta.encode("utf-8") + checksums.checksum_field(file_crc, record_crcs)
     return checksums.seal(before, tail), tail
 
 

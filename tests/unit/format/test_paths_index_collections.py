@@ -1,3 +1,5 @@
+import json
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -103,3 +105,30 @@ def test_index_keys_parse_as_the_key_pattern_says(key: str) -> None:
     # the usual keys take a shortcut past the regex: it must agree with the regex on every key
     match = paths._INDEX_RE.search(key)
     assert parse_index_key(key) == (None if match is None else (int(match[1]), paths.deserialize_worker(match[2])))
+
+
+_names = st.text(min_size=1, max_size=12)  # any text: quotes, backslashes, control characters, non-ASCII
+
+
+@settings(max_examples=200)
+@given(
+    st.sampled_from(list(ModeKeys)),
+    st.integers(0, 2**40),
+    st.one_of(st.none(), _names),
+    st.lists(st.tuples(_names, st.integers(0, 2**40), st.integers(16, 2**40)), max_size=5),
+    st.lists(st.tuples(_names, _names, st.lists(st.integers(0, 2**20), max_size=3)), max_size=3),
+)
+def test_index_documents_are_json_dumps_byte_for_byte(mode, mode_step, event_file, tensors, shapes):
+    """The writer builds index documents from cached pieces; they are exactly what smdebug's writer
+    (json.dumps with default separators) makes for the same index."""
+    from sdk_ext.format.index import ShapeEntry
+
+    idx = IndexFile(mode, mode_step, event_file, tuple(TensorEntry(*t) for t in tensors),
+                    tuple(ShapeEntry(n, o, tuple(s)) for n, o, s in shapes))
+    meta = {"mode": mode.name, "mode_step": mode_step} | ({} if event_file is None else {"event_file_name": event_file})
+    reference = json.dumps({
+        "meta": meta,
+        "tensor_payload": [{"tensorname": n, "start_idx": s, "length": n_} for n, s, n_ in tensors],
+        "shape_payload": [{"tensorname": n, "originalname": o, "shape": s} for n, o, s in shapes],
+    }).encode("utf-8")
+    assert encode_index(idx) == encode_index(idx) == reference  # twice: the second from the cached pieces

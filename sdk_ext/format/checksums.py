@@ -36,11 +36,32 @@ import google_crc32c
 from sdk_ext.exceptions import IndexReaderException
 
 Buffer = bytes | bytearray | memoryview
-_any_buffer_crc: Callable[[Buffer, int], int] | None
-try:  # hardware CRC-32C over any buffer (numpy arrays, memoryviews, mmaps) without a copy
-    from crc32c import crc32c as _any_buffer_crc
-except ImportError:  # pragma: no cover - google_crc32c takes bytes only: copy the rest first
-    _any_buffer_crc = None
+
+
+def _backends() -> list[tuple[str, Callable[[Buffer, int], int]]]:
+    """The CRC-32C functions over any buffer (numpy arrays, memoryviews, mmaps; no copy) installed, fastest
+    first: ``crc32c_rs`` folds with carry-less multiplies (AVX-512 VPCLMULQDQ where the CPU has it: about 13
+    ms per GiB, against about 38 for ``crc32c``'s 3-way CRC32 instruction), which is the verifying reader's
+    whole cost on large records; ``crc32c`` where it has no wheel (Python 3.10)."""
+    found: list[tuple[str, Callable[[Buffer, int], int]]] = []
+    try:
+        from crc32c_rs import crc32c as rs_crc
+
+        found.append(("crc32c_rs", rs_crc))
+    except ImportError:  # pragma: no cover - Python 3.10, or a platform without its wheel
+        pass
+    try:
+        from crc32c import crc32c as icrar_crc
+
+        found.append(("crc32c", icrar_crc))
+    except ImportError:  # pragma: no cover - google_crc32c takes bytes only: copy the rest first
+        pass
+    return found
+
+
+#: the CRC-32C implementations installed, by name, fastest first (tests check that they agree)
+BACKENDS = dict(_backends())
+_any_buffer_crc: Callable[[Buffer, int], int] | None = next(iter(BACKENDS.values()), None)
 
 #: the ``meta`` key holding the checksums
 KEY = "sdk_ext_crc32c"
@@ -214,6 +235,7 @@ def strip(data: bytes) -> bytes:
 
 
 __all__ = [
+    "BACKENDS",
     "DIGITS",
     "KEY",
     "IndexChecks",

@@ -36,6 +36,24 @@ def test_crc32c_known_answer_over_any_buffer() -> None:
     assert crc32c(data[4:], crc32c(data[:4])) == 0xE3069283  # continuing a CRC
 
 
+def test_the_fastest_crc32c_installed_is_the_one_used() -> None:
+    assert checksums.BACKENDS, "no CRC-32C over any buffer installed (crc32c_rs or crc32c)"
+    assert checksums._any_buffer_crc is next(iter(checksums.BACKENDS.values()))
+
+
+@given(st.binary(max_size=70_000), st.integers(0, 2**32 - 1), st.integers(0, 64))
+def test_every_crc32c_backend_agrees_with_google_crc32c(data: bytes, start: int, cut: int) -> None:
+    """crc32c_rs picks a kernel per CPU and length (VPCLMULQDQ folds for long buffers, CRC32 for short
+    tails): every length from bytes to tens of KiB, any starting CRC, any alignment of a numpy view."""
+    import google_crc32c
+
+    want = google_crc32c.extend(start, data[cut:])
+    view = np.frombuffer(data, np.uint8)[cut:].data
+    for name, crc in checksums.BACKENDS.items():
+        assert crc(data[cut:], start) == want, name
+        assert crc(view, start) == want, name
+
+
 @given(st.binary(max_size=300), st.binary(max_size=300), st.integers(0, 3))
 def test_combine_gives_the_crc_of_the_concatenation(a: bytes, b: bytes, repeat: int) -> None:
     b = b * (1 + repeat * 1000)  # long second parts too: the shift is built from powers of two

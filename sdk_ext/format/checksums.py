@@ -38,30 +38,28 @@ from sdk_ext.exceptions import IndexReaderException
 Buffer = bytes | bytearray | memoryview
 
 
-def _backends() -> list[tuple[str, Callable[[Buffer, int], int]]]:
-    """The CRC-32C functions over any buffer (numpy arrays, memoryviews, mmaps; no copy) installed, fastest
-    first: ``crc32c_rs`` folds with carry-less multiplies (AVX-512 VPCLMULQDQ where the CPU has it: about 13
-    ms per GiB, against about 38 for ``crc32c``'s 3-way CRC32 instruction), which is the verifying reader's
-    whole cost on large records; ``crc32c`` where it has no wheel (Python 3.10)."""
-    found: list[tuple[str, Callable[[Buffer, int], int]]] = []
+def _fastest() -> tuple[str, Callable[[Buffer, int], int] | None]:
+    """The fastest CRC-32C over any buffer (numpy arrays, memoryviews, mmaps; no copy) installed, by name:
+    ``crc32c_rs`` folds with carry-less multiplies (AVX-512 VPCLMULQDQ where the CPU has it: about 13 ms
+    per GiB, against about 38 for ``crc32c``'s 3-way CRC32 instruction), which is most of what verifying
+    costs a reader of large records; ``crc32c`` where it has no wheel (Python 3.10), imported only then
+    (its import takes about 20 ms)."""
     try:
         from crc32c_rs import crc32c as rs_crc
 
-        found.append(("crc32c_rs", rs_crc))
+        return "crc32c_rs", rs_crc
     except ImportError:  # pragma: no cover - Python 3.10, or a platform without its wheel
         pass
     try:
         from crc32c import crc32c as icrar_crc
 
-        found.append(("crc32c", icrar_crc))
+        return "crc32c", icrar_crc
     except ImportError:  # pragma: no cover - google_crc32c takes bytes only: copy the rest first
-        pass
-    return found
+        return "google_crc32c", None
 
 
-#: the CRC-32C implementations installed, by name, fastest first (tests check that they agree)
-BACKENDS = dict(_backends())
-_any_buffer_crc: Callable[[Buffer, int], int] | None = next(iter(BACKENDS.values()), None)
+#: the package computing :func:`crc32c`
+BACKEND, _any_buffer_crc = _fastest()
 
 #: the ``meta`` key holding the checksums
 KEY = "sdk_ext_crc32c"
@@ -235,7 +233,7 @@ def strip(data: bytes) -> bytes:
 
 
 __all__ = [
-    "BACKENDS",
+    "BACKEND",
     "DIGITS",
     "KEY",
     "IndexChecks",

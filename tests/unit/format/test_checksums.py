@@ -51,6 +51,26 @@ def test_the_fastest_crc32c_installed_is_the_one_used() -> None:
         assert done.stdout.strip() == "False"
 
 
+def test_a_backend_that_disagrees_with_google_crc32c_is_not_used(monkeypatch: pytest.MonkeyPatch,
+                                                                  caplog: pytest.LogCaptureFixture) -> None:
+    """A CRC package that takes a wrong code path on some CPU would write checksums no other reader
+    accepts: the check at import skips it, with a warning, for the next one that agrees."""
+    import types
+
+    wrong = types.ModuleType("crc32c_rs")
+    wrong.crc32c = lambda data, start=0: (checksums._any_buffer_crc or (lambda d, s: 0))(data, start) ^ 1  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "crc32c_rs", wrong)
+    with caplog.at_level("WARNING"):
+        name, crc = checksums._fastest()
+    assert name != "crc32c_rs"
+    assert "disagrees" in caplog.text
+    assert checksums._agrees(crc) if crc is not None else name == "google_crc32c"
+    broken = types.ModuleType("crc32c_rs")
+    broken.crc32c = lambda data, start=0: 1 // 0  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "crc32c_rs", broken)
+    assert checksums._fastest()[0] != "crc32c_rs"
+
+
 def _installed() -> dict[str, Callable[[Any, int], int]]:
     found: dict[str, Callable[[Any, int], int]] = {"sdk_ext": checksums.crc32c}
     for name in ("crc32c_rs", "crc32c"):

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import json
+import subprocess
+import sys
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -34,6 +40,58 @@ def test_crc32c_known_answer_over_any_buffer() -> None:
     assert crc32c(data) == 0xE3069283
     assert crc32c(memoryview(data)) == crc32c(bytearray(data)) == crc32c(np.frombuffer(data, np.uint8).data)
     assert crc32c(data[4:], crc32c(data[:4])) == 0xE3069283  # continuing a CRC
+
+
+def test_the_fastest_crc32c_installed_is_the_one_used() -> None:
+    fastest = next(n for n in ("crc32c_rs", "crc32c", "google_crc32c") if importlib.util.find_spec(n) is not None)
+    assert checksums.BACKEND == fastest
+    if fastest == "crc32c_rs":  # the fallback (about 20 ms to import) is not imported for nothing
+        code = "import sys, sdk_ext.trials, sdk_ext.hooks; print('crc32c' in sys.modules)"
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
+        assert done.stdout.strip() == "False"
+
+
+def test_a_backend_that_disagrees_with_google_crc32c_is_not_used(monkeypatch: pytest.MonkeyPatch,
+                                                                  caplog: pytest.LogCaptureFixture) -> None:
+    """A CRC package that takes a wrong code path on some CPU would write checksums no other reader
+    accepts: the check at import skips it, with a warning, for the next one that agrees."""
+    import types
+
+    wrong = types.ModuleType("crc32c_rs")
+    wrong.crc32c = lambda data, start=0: (checksums._any_buffer_crc or (lambda d, s: 0))(data, start) ^ 1  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "crc32c_rs", wrong)
+    with caplog.at_level("WARNING"):
+        name, crc = checksums._fastest()
+    assert name != "crc32c_rs"
+    assert "disagrees" in caplog.text
+    assert checksums._agrees(crc) if crc is not None else name == "google_crc32c"
+    broken = types.ModuleType("crc32c_rs")
+    broken.crc32c = lambda data, start=0: 1 // 0  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "crc32c_rs", broken)
+    assert checksums._fastest()[0] != "crc32c_rs"
+
+
+def _installed() -> dict[str, Callable[[Any, int], int]]:
+    found: dict[str, Callable[[Any, int], int]] = {"sdk_ext": checksums.crc32c}
+    for name in ("crc32c_rs", "crc32c"):
+        try:
+            found[name] = importlib.import_module(name).crc32c
+        except ImportError:
+            pass
+    return found
+
+
+@given(st.binary(max_size=70_000), st.integers(0, 2**32 - 1), st.integers(0, 64))
+def test_every_crc32c_installed_agrees_with_google_crc32c(data: bytes, start: int, cut: int) -> None:
+    """crc32c_rs picks a kernel per CPU and length (VPCLMULQDQ folds for long buffers, CRC32 for short
+    tails): every length from bytes to tens of KiB, any starting CRC, any alignment of a numpy view."""
+    import google_crc32c
+
+    want = google_crc32c.extend(start, data[cut:])
+    view = np.frombuffer(data, np.uint8)[cut:].data
+    for name, crc in _installed().items():
+        assert crc(data[cut:], start) == want, name
+        assert crc(view, start) == want, name
 
 
 @given(st.binary(max_size=300), st.binary(max_size=300), st.integers(0, 3))

@@ -95,6 +95,16 @@ def test_documents_that_differ_only_in_meta_share_one_parse_of_the_rest():
     assert fields(b)[5:] == fields(StepFileParser().parse(doc(payload, shapes), key="c", step=3, worker="worker_0"))[5:]
 
 
+def test_a_tail_of_the_same_length_as_the_last_one_is_parsed_as_itself():
+    # the parser compares each tail with the one before (step after step they repeat): one letter apart is not it
+    parser = StepFileParser()
+    tails = [[entry("w", 0, 100)], [entry("b", 0, 100)], [entry("w", 0, 100)], [entry("w", 0, 101)]]
+    got = [parser.parse(doc(p), key=f"k{k}", step=3, worker="worker_0") for k, p in enumerate(tails)]
+    assert [(sorted(sf.names), sf.raw) for sf in got] == [
+        (["w"], {"w": (0, 100)}), (["b"], {"b": (0, 100)}), (["w"], {"w": (0, 100)}), (["w"], {"w": (0, 101)})]
+    assert got[2].raw is got[0].raw  # the memo still serves the first tail
+
+
 def test_a_second_meta_after_the_payload_wins_as_in_json_and_is_never_taken_from_the_first():
     tail = ', "tensor_payload": [{"tensorname": "x", "start_idx": 0, "length": 10}], "meta": {"mode": "EVAL", ' \
            f'"mode_step": 4, "event_file_name": "{EVENT}"}}}}'

@@ -63,7 +63,8 @@ logger = logging.getLogger(__name__)
 #: records shorter than this are joined into one buffer: one write, one CRC pass each for the record and the file
 SMALL = 4096
 #: records at least this long have the event file's CRC combined from theirs (checksums.combine: about
-#: 3.5 us) instead of a second pass over their bytes (about 4.5 us per 128 KiB)
+#: 0.4 us for a length met before, 50 us to build its table the first time) instead of a second pass
+#: over their bytes (about 1.5 us per 128 KiB with crc32c_rs, 4.5 with crc32c)
 COMBINE_FROM = 128 * 1024
 
 _Task = Callable[[], None]

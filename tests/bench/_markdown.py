@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "BENCHMARKS.md"
+
+
+def where(directory: str) -> str:
+    """``directory`` and its file system type as the tables name it: ``/dev/shm (tmpfs)`` (``?`` if unknown)."""
+    fs = subprocess.run(["df", "--output=fstype", directory], capture_output=True, text=True, check=False).stdout.split()
+    return f"{directory} ({fs[-1] if fs else '?'})"
 
 
 def markers(name: str) -> tuple[str, str]:

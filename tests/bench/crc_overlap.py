@@ -20,7 +20,6 @@ import os
 import queue
 import shutil
 import statistics
-import subprocess
 import tempfile
 import threading
 import time
@@ -30,7 +29,7 @@ from typing import IO
 import numpy as np
 
 from sdk_ext.format.checksums import crc32c
-from tests.bench._markdown import write_section
+from tests.bench._markdown import where, write_section
 
 SIZES = (1 << 20, 392 * 1024)  # the throughput benchmark's records; the MLP's largest weight and gradient
 STEPS, PER_STEP = 40, 8
@@ -96,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     lines = ["| file system | record | way | us per record: best | median | vs write alone |", "|---|---|---|---|---|---|"]
     try:
         for base in [d for d in args.dirs.split(",") if d and os.path.isdir(d)]:
-            fs = subprocess.run(["df", "--output=fstype", base], capture_output=True, text=True, check=False).stdout.split()
+            place = where(base)
             for size in SIZES:
                 times: dict[str, list[float]] = {}
                 for _ in range(args.rounds):
@@ -105,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
                 alone = min(times["write alone"])
                 for name, values in times.items():
                     extra = "" if name == "write alone" else f"+{(min(values) - alone) * 1e6:.0f} us"
-                    lines.append(f"| {base} ({fs[-1] if fs else '?'}) | {size // 1024} KiB | {name} | "
+                    lines.append(f"| {place} | {size // 1024} KiB | {name} | "
                                  f"{min(values) * 1e6:.0f} | {statistics.median(values) * 1e6:.0f} | {extra} |")
     finally:
         helper.stop()

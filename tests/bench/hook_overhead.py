@@ -34,7 +34,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.bench._markdown import write_section
+from tests.bench._markdown import where, write_section
 
 REPO = Path(__file__).resolve().parents[2]
 WORKER = Path(__file__).with_name("_hook_worker.py")
@@ -136,8 +136,7 @@ def run_baseline(baseline: Path, rounds: int, blocks: int, bases: list[str]) -> 
                     runs[side].append(run_worker(sys.executable, "sdk_ext", root / side, blocks, code))
                 finally:
                     shutil.rmtree(root, ignore_errors=True)
-        fs = subprocess.run(["df", "--output=fstype", base], capture_output=True, text=True, check=False).stdout.split()
-        sections.append(f"#### Trials written to {base} ({fs[-1] if fs else '?'})\n\n" + baseline_table(runs))
+        sections.append(f"#### Trials written to {where(base)}\n\n" + baseline_table(runs))
     header = (
         "### Hooks before/after a change (sdk_ext only, one run)\n\n"
         f"Command: `git archive <before> | tar -x -C /tmp/before; python -m tests.bench.hook_overhead --baseline "
@@ -180,8 +179,7 @@ def main(argv: list[str] | None = None) -> int:
                 results["smdebug"] = run_worker(smdebug, "smdebug", root / "smdebug", args.blocks)
         finally:
             shutil.rmtree(root, ignore_errors=True)
-        fs = subprocess.run(["df", "--output=fstype", base], capture_output=True, text=True, check=False).stdout.split()
-        sections.append(f"### Trials written to {base} ({fs[-1] if fs else '?'})\n\n" + table(results))
+        sections.append(f"### Trials written to {where(base)}\n\n" + table(results))
     header = (
         "## Hooks: step overhead and write throughput\n\n"
         f"Command: `SMDEBUG_PYTHON=.venv-smdebug/bin/python python -m tests.bench.hook_overhead --blocks {args.blocks} "

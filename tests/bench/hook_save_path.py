@@ -24,7 +24,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from tests.bench._markdown import write_section
+from tests.bench._markdown import where, write_section
 
 REPO = Path(__file__).resolve().parents[2]
 WORKER = Path(__file__).with_name("_hook_save_path_worker.py")
@@ -89,14 +89,14 @@ def main(argv: list[str] | None = None) -> int:
             for worker in workers.values():
                 worker.close()
             shutil.rmtree(root, ignore_errors=True)
-        fs = subprocess.run(["df", "--output=fstype", base], capture_output=True, text=True, check=False).stdout.split()
+        place = where(base)
         for kind in ("mlp", "cnn"):
             cpu = {side: [r[kind]["cpu"] * 1e6 for r in rounds[side]] for side in rounds}
             wall = {side: statistics.median(r[kind]["wall"] * 1e6 for r in rounds[side]) for side in rounds}
             ratios = sorted(a / b for a, b in zip(cpu["after"], cpu["before"]))
             q = statistics.quantiles(ratios, n=4)
             lines.append(
-                f"| {base} ({fs[-1] if fs else '?'}) | {kind.upper()} | {statistics.median(cpu['before']):.0f} "
+                f"| {place} | {kind.upper()} | {statistics.median(cpu['before']):.0f} "
                 f"({min(cpu['before']):.0f}) | {statistics.median(cpu['after']):.0f} ({min(cpu['after']):.0f}) | "
                 f"**{statistics.median(ratios):.2f}** ({q[0]:.2f} .. {q[2]:.2f}) | {wall['before']:.0f} / {wall['after']:.0f} |")
     load = os.getloadavg()[0]

@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
                         times.setdefault(name, []).append(seconds)
                 alone = min(times["write alone"])
                 for name, values in times.items():
-                    extra = "" if name == "write alone" else f"+{(min(values) - alone) * 1e6:.0f} us"
+                    extra = "" if name == "write alone" else f"{(min(values) - alone) * 1e6:+.0f} us"
                     lines.append(f"| {place} | {size // 1024} KiB | {name} | "
                                  f"{min(values) * 1e6:.0f} | {statistics.median(values) * 1e6:.0f} | {extra} |")
     finally:

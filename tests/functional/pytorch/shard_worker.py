@@ -33,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "examples" / "fsdp_
 import train as example  # noqa: E402
 
 from sdk_ext.pytorch import Hook, ReductionConfig, SaveConfig  # noqa: E402
+from tests.functional.pytorch.launch import leave_past_last_barrier  # noqa: E402
 
 
 def make_hook(root: Path, variant: dict[str, Any], rank: int) -> Hook | None:
@@ -131,13 +132,7 @@ def main() -> None:
             (root / f"{name}.trace.{rank}.json").write_text(json.dumps(log))
         (root / f"{name}.losses.{rank}.json").write_text(json.dumps(losses))
         dist.barrier()
-    # Every rank is past the last barrier: leave without tearing gloo down. torch 2.13's gloo teardown
-    # (destroy_process_group, or its destructors at exit) aborts a finished rank now and then with
-    # "terminate called without an active exception" (1 run in 240 here, with the barrier), which
-    # says nothing about the hook; there is nothing left to say to the other ranks.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+    leave_past_last_barrier()
 
 
 if __name__ == "__main__":

@@ -13,29 +13,42 @@ every rank writes the logical tensor of its own copy, as every DDP worker writes
 members of a group send their pieces to each other. So under HSDP each replica's copy is in the
 trial (the workers of a replica hold the same values), and a drifting replica can be seen.
 
-What travels. A member sends its piece, once, to each writer of its group, over point-to-point
-sends on a gloo group of the hook's own, never through the job's NCCL communicator. When the tensor's plan needs only reductions (min, max,
-mean, sum, prod, std, variance, l1, l2 of a floating-point tensor), each member sends 9 partial
-statistics per variant (plain, abs) instead, and the writer merges them (Chan's pairwise update
-for the variance); a shape-only plan sends nothing. So on a saved step a rank receives less than
-the bytes of the tensors it writes, and sends its own pieces once per writer; a step that saves no
-sharded tensor moves nothing.
+What travels, and how. A member contributes its piece once to each writer of its group (through
+shared memory: once for all of them). When the
+tensor's plan needs only reductions (min, max, mean, sum, prod, std, variance, l1, l2 of a
+floating-point tensor), each member contributes 9 partial statistics per variant (plain, abs)
+instead, and the writer merges them (Chan's pairwise update for the variance); a shape-only plan
+moves nothing. A step that saves no sharded tensor moves nothing. Two transports:
 
-Copies and memory. Pieces over 64 KiB are sent as they are and land in place: a piece that is one
-contiguous range of the whole tensor (FSDP1's flat ranges, FSDP2's row shards) is received straight
-into it, any other into a buffer first; smaller pieces travel together in one message per pair of
-ranks (a copy each way, fewer messages); a GPU piece is copied to the host. Tensors go in rounds of at most
-``GatherConfig.buffer_bytes`` (256 MiB, ``SDK_EXT_GATHER_BUFFER_BYTES``) of logical tensors, or one
-tensor when it is larger: a writer holds the round's whole tensors (plus buffers for pieces that are
-not contiguous, at most as much again); a member holds nothing more (host copies of GPU pieces).
-The weights collected at the start of a step complete when its backward ends (their transfers
-overlap with forward and backward, which leave the shards unchanged); gradients complete at once.
+- *Shared memory* (``transport="auto"``, the default), for a group whose ranks all run on one host
+  (checked at setup by mapping one file, :mod:`sdk_ext.pytorch.arena`): each member copies its pieces
+  straight into their places in the whole tensors, in a slot of shared memory, and sends each writer
+  one presence byte per tensor over the hook's gloo group; the writers write the whole tensors from
+  the slot. One copy per piece, none on the writer's side, no bytes of the tensors through a socket.
+- *gloo* (between hosts, or ``SDK_EXT_GATHER_TRANSPORT=gloo``): point-to-point sends on a gloo group of
+  the hook's own, never through the job's NCCL communicator. Pieces over 64 KiB are sent as they are
+  and land in place: a piece that is one contiguous range of the whole tensor (FSDP1's flat ranges,
+  FSDP2's row shards) is received straight into it, any other into a buffer first; smaller pieces
+  travel together in one message per pair of ranks (a copy each way, fewer messages).
+
+A GPU piece is copied to the host (straight into the slot with shared memory).
+
+Memory. Tensors go in rounds of at most ``GatherConfig.buffer_bytes`` (256 MiB,
+``SDK_EXT_GATHER_BUFFER_BYTES``) of logical tensors, or one tensor when it is larger. With gloo, a
+writer holds the round's whole tensors (plus buffers for pieces that are not contiguous, at most as
+much again); a member holds nothing more (host copies of GPU pieces). With shared memory, each group
+on a host has one arena of two slots, each the size of the largest round the group's tensors can make
+(``min(buffer_bytes, all of them)``, or the largest tensor), reserved in ``/dev/shm`` at setup; no rank
+allocates anything per step. Where ``/dev/shm`` cannot hold it, the group uses gloo.
+The weights collected at the start of a step complete when its backward ends (with gloo their
+transfers overlap with forward and backward, which leave the shards unchanged); gradients complete at once.
 
 Agreement. Which tensors are collected, in which order and rounds, follows from the save policy
 (the same on every rank: same configuration, same step) and from the layouts the ranks exchange
 once, when the model is registered (:meth:`ShardGather.setup`: the group is created and one
-``all_gather_object`` runs on it, on every rank, at the point of the script where every rank
-registers its model; no step has started). Every receive and send waits at most ``GatherConfig.timeout`` seconds
+``all_gather_object`` runs on it, two more where groups may share memory, on every rank, at the
+point of the script where every rank registers its model; no step has started). Every receive and
+send, and every wait for a slot, waits at most ``GatherConfig.timeout`` seconds
 (``SDK_EXT_GATHER_TIMEOUT``, default 120): if a rank stops taking part (its hook failed), the
 others' wait ends with :class:`GatherError`, which disables their hooks; training goes on.
 """
@@ -45,6 +58,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import secrets
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -56,6 +70,8 @@ import torch
 from sdk_ext.exceptions import SdkExtError
 from sdk_ext.hooks.output import Reductions
 from sdk_ext.hooks.policy import TensorPlan
+from sdk_ext.pytorch import arena as shm
+from sdk_ext.pytorch.arena import Arena
 from sdk_ext.pytorch.partial_stats import MERGEABLE, NSTATS, merge_stats, partial_stats, stat_value
 from sdk_ext.pytorch.wrappers import Region, ShardedSource
 
@@ -71,21 +87,31 @@ _BUFFER_BYTES = 256 << 20
 _TIMEOUT = 120.0
 
 
+_TRANSPORTS = ("auto", "gloo")
+
+
 @dataclass(frozen=True, slots=True)
 class GatherConfig:
-    """Bounds of a collection (see the module doc)."""
+    """Bounds of a collection, and how pieces travel (see the module doc): ``transport`` "auto" shares
+    memory between the ranks of a host where it can, "gloo" sends every piece through the gloo group."""
 
     buffer_bytes: int = _BUFFER_BYTES
     timeout: float = _TIMEOUT
+    transport: str = "auto"
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> GatherConfig:
         env = os.environ if env is None else env
         try:
-            return cls(int(env.get("SDK_EXT_GATHER_BUFFER_BYTES", _BUFFER_BYTES)),
-                       float(env.get("SDK_EXT_GATHER_TIMEOUT", _TIMEOUT)))
+            buffer_bytes = int(env.get("SDK_EXT_GATHER_BUFFER_BYTES", _BUFFER_BYTES))
+            timeout = float(env.get("SDK_EXT_GATHER_TIMEOUT", _TIMEOUT))
         except ValueError as err:
             raise GatherError(f"SDK_EXT_GATHER_BUFFER_BYTES / SDK_EXT_GATHER_TIMEOUT must be numbers: {err}") from err
+        transport = env.get("SDK_EXT_GATHER_TRANSPORT", "auto").strip().lower() or "auto"
+        if transport not in _TRANSPORTS:
+            raise GatherError(f"SDK_EXT_GATHER_TRANSPORT={transport!r}: use one of {', '.join(_TRANSPORTS)} "
+                              "(auto: shared memory between the ranks of one host, gloo otherwise)")
+        return cls(buffer_bytes, timeout, transport)
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,10 +159,45 @@ class _Round:
     inbox: dict[int, tuple[torch.Tensor, list[tuple[int, _Task, torch.Tensor, bool]]]] = field(default_factory=dict)
     own: dict[int, Any] = field(default_factory=dict)  # task index -> this rank's part (see _finish)
     absent: set[int] = field(default_factory=set)  # tasks this rank has no value for
+    # a round through shared memory: its arena, sequence number and each task's place in the slot
+    arena: Arena | None = None
+    seq: int = 0
+    plan: _SharedPlan | None = None
 
     def post(self, work: Any, buffer: torch.Tensor, what: str) -> None:
         self.works.append((what, work))
         self.buffers.append(buffer)
+
+
+@dataclass(slots=True)
+class _SharedPlan:
+    """What one round through shared memory does on this rank, worked out once per kind of collection
+    (the same tensors with the same plans: usually every saved step)."""
+
+    offsets: list[int]  # each task's place in the slot, then the bytes the round takes
+    mine: list[tuple[int, _Task, Region]]  # the tasks this rank holds a piece of
+    outgoing: list[tuple[int, list[int]]]  # (writer, the tasks whose presence this rank tells it)
+    incoming: list[tuple[int, list[int]]]  # (member, the tasks whose presence it tells this rank)
+    views: dict[tuple[int, int], torch.Tensor] = field(default_factory=dict)  # (slot, task) -> whole tensor
+
+    def whole(self, slot: torch.Tensor, parity: int, i: int, task: _Task) -> torch.Tensor:
+        view = self.views.get((parity, i))
+        if view is None:
+            view = self.views[(parity, i)] = _slot_tensor(slot, self.offsets[i], task)
+        return view
+
+    def place(self, slot: torch.Tensor, parity: int, i: int, task: _Task, region: Region) -> torch.Tensor:
+        """Where this rank's piece of task ``i`` goes in the slot: a view shaped as the piece's region
+        (a flat range for a flat region)."""
+        view = self.views.get((parity, -1 - i))
+        if view is None:
+            whole = self.whole(slot, parity, i, task)
+            if region.flat:
+                view = whole.view(-1)[region.offsets[0] : region.offsets[0] + region.sizes[0]]
+            else:
+                view = whole[tuple(slice(o, o + n) for o, n in zip(region.offsets, region.sizes))]
+            self.views[(parity, -1 - i)] = view
+        return view
 
 
 _PLACED = object()  # a piece received straight into the whole tensor
@@ -195,6 +256,14 @@ class ShardGather:
         self._layouts: dict[str, list[tuple[Region | None, tuple[int, ...]]]] | None = None
         self._skipped: set[str] = set()  # keys whose layout cannot be collected (warned once)
         self._pending: _Round | None = None  # the last round of the last collection, in flight
+        self._arenas: dict[tuple[int, ...], Arena] = {}  # shard group -> its shared memory (same host)
+        # (name, key, id(plan)) of a collection's items -> its rounds (the tasks keep the plans alive)
+        self._compiled: dict[tuple[tuple[str, str, int], ...], list[tuple[list[_Task], _SharedPlan | None]]] = {}
+
+    @property
+    def shared_groups(self) -> list[tuple[int, ...]]:
+        """The shard groups of this rank whose pieces travel through shared memory (the others: gloo)."""
+        return sorted(self._arenas)
 
     # --- setup -----------------------------------------------------------------------------------
 
@@ -210,18 +279,68 @@ class ShardGather:
             self._config = GatherConfig.from_env()
         mine = {key: (s.region, s.group) for key, s in self.sources.items()}
         if self.world_size == 1:
-            everyone: list[Any] = [mine]
+            everyone: list[Any] = [(mine, "", self._config.transport)]
         else:
             import torch.distributed as dist
 
             self._group = dist.new_group(backend="gloo", timeout=timedelta(seconds=self._config.timeout))
             everyone = [None] * self.world_size
-            dist.all_gather_object(everyone, mine, group=self._group)
+            dist.all_gather_object(everyone, (mine, secrets.token_hex(8), self._config.transport), group=self._group)
         layouts: dict[str, list[tuple[Region | None, tuple[int, ...]]]] = {}
         for key in self.sources:
-            layouts[key] = [ranks.get(key, (None, ())) for ranks in everyone]
+            layouts[key] = [ranks[0].get(key, (None, ())) for ranks in everyone]
         self._layouts = layouts
+        if self.world_size > 1 and all(transport == "auto" for _, _, transport in everyone):
+            groups = {group for ranks in everyone for _, group in ranks[0].values() if len(group) > 1}
+            if groups:
+                self._share_memory(sorted(groups), everyone[0][1])
         return layouts
+
+    def _share_memory(self, groups: list[tuple[int, ...]], token: str) -> None:
+        """Map an arena for each shard group of this rank whose ranks can all map it (see arena.py).
+
+        Collectives (two ``all_gather_object`` on the hook's group, every rank, in setup): the leader of
+        each group (its lowest rank) makes the file; then every member tries to map it; then each
+        leader unlinks it, and a group shares memory only if every one of its ranks mapped it."""
+        import torch.distributed as dist
+
+        assert self._config is not None
+        me = self.rank
+        slots = {group: self._slot_bytes(group) for group in groups if me in group}
+        paths = {group: shm.arena_path(token, group[0]) for group in slots}
+        mapped: dict[tuple[int, ...], Any] = {}
+        for group, size in slots.items():
+            if group[0] == me and os.path.isdir(shm.SHM_DIR):
+                made = shm.create(paths[group], size)
+                if made is not None:
+                    mapped[group] = made
+        made_by: list[Any] = [None] * self.world_size
+        dist.all_gather_object(made_by, sorted(mapped), group=self._group)
+        made_groups = {tuple(g) for leader in made_by for g in leader}
+        for group, size in slots.items():
+            if group[0] != me and group in made_groups:
+                attached = shm.attach(paths[group], size)
+                if attached is not None:
+                    mapped[group] = attached
+        have: list[Any] = [None] * self.world_size
+        dist.all_gather_object(have, sorted(mapped), group=self._group)
+        for group in slots:
+            if group[0] == me and group in made_groups:
+                shm.unlink(paths[group])
+        for group, region in mapped.items():
+            if all(group in {tuple(g) for g in have[r]} for r in group):
+                self._arenas[group] = Arena(region, slots[group], group)
+            else:
+                region.close()
+        if self._arenas:
+            logger.debug("sharded tensors: ranks of one host share memory for groups %s", sorted(self._arenas))
+
+    def _slot_bytes(self, group: tuple[int, ...]) -> int:
+        """The size of one slot of ``group``'s arena (from the shapes every rank of it knows)."""
+        assert self._config is not None
+        sizes = [math.prod(s.shape) * s.dtype.itemsize for s in self.sources.values() if s.group == group]
+        stats = len(sizes) * (_aligned(len(group) * NSTATS * 8 * 2) + _ALIGN)  # + each tensor's alignment
+        return shm.slot_bytes_for(sum(sizes), max(sizes, default=0), stats, self._config.buffer_bytes)
 
     # --- one collection --------------------------------------------------------------------------
 
@@ -240,6 +359,25 @@ class ShardGather:
         self.finish()
         if not items:
             return
+        signature = tuple((item.name, item.key, id(item.plan)) for item in items)
+        rounds = self._compiled.get(signature)
+        if rounds is None:
+            rounds = self._compile(items)
+            if len(self._compiled) >= 64:  # kinds of collections seen: a handful in practice
+                self._compiled.clear()
+            self._compiled[signature] = rounds
+        for i, (chunk, shared) in enumerate(rounds):
+            if shared is not None:
+                pending = self._start_shared(chunk, write, self._arenas[chunk[0].source.group], shared)
+            else:
+                pending = self._start(chunk, write)
+            if defer and i + 1 == len(rounds):
+                self._pending = pending
+            else:
+                self._complete(pending)
+
+    def _compile(self, items: Sequence[Item]) -> list[tuple[list[_Task], _SharedPlan | None]]:
+        """The rounds of a collection of ``items``, each with its shared-memory plan where it has one."""
         layouts = self._ensure_layouts()
         by_group: dict[tuple[int, ...], list[_Task]] = {}
         for item in items:
@@ -248,12 +386,25 @@ class ShardGather:
                 by_group.setdefault(task.source.group, []).append(task)
         # one global order of rounds, so ranks in several groups never wait in a cycle
         rounds = [chunk for group in sorted(by_group) for chunk in self._rounds(by_group[group])]
-        for i, chunk in enumerate(rounds):
-            pending = self._start(chunk, write)
-            if defer and i + 1 == len(rounds):
-                self._pending = pending
-            else:
-                self._complete(pending)
+        compiled: list[tuple[list[_Task], _SharedPlan | None]] = []
+        for chunk in rounds:
+            arena = self._arenas.get(chunk[0].source.group)
+            offsets = _slot_offsets(chunk) if arena is not None else None
+            shared = None
+            if arena is not None and offsets is not None and offsets[-1] <= arena.slot_bytes:
+                me, index = self.rank, {id(t): i for i, t in enumerate(chunk)}
+                writers = chunk[0].receivers
+                members = sorted({m for t in chunk for m in t.members} - {me})
+                shared = _SharedPlan(
+                    offsets,
+                    [(i, t, t.regions[me]) for i, t in enumerate(chunk) if t.mode != "shape" and me in t.members],
+                    [(w, [index[id(t)] for t in out]) for w in writers if w != me
+                     if (out := self._carried(chunk, me, w))],
+                    [(m, [index[id(t)] for t in inc]) for m in (members if me in writers else [])
+                     if (inc := self._carried(chunk, m, me))],
+                )
+            compiled.append((chunk, shared))
+        return compiled
 
     def finish(self) -> None:
         """Complete the transfers :meth:`collect` left running, and write what they bring.
@@ -389,10 +540,95 @@ class ShardGather:
                 current.inbox[peer] = (header, slots)
         return current
 
+    def _start_shared(self, tasks: Sequence[_Task], write: Writer, arena: Arena, plan: _SharedPlan) -> _Round:
+        """Post one round through shared memory (see arena.py): this rank puts each of its pieces (or
+        its partial statistics) in its place in the round's slot, then sends each writer a header of
+        one presence byte per tensor; a writer posts the receipt of each member's header."""
+        import torch.distributed as dist
+
+        assert self._config is not None
+        me = self.rank
+        seq = arena.next_seq()
+        current = _Round(list(tasks), write, arena=arena, seq=seq, plan=plan)
+        writers = tasks[0].receivers
+        if not arena.wait_free(seq, writers, self._config.timeout):
+            raise GatherError(f"collecting sharded tensors: a writer of ranks {writers} did not finish writing "
+                              f"within {self._config.timeout} s (did its hook stop?)")
+        slot, parity = arena.slot(seq), seq % 2
+        present: dict[int, bool] = {}
+        targets: list[torch.Tensor] = []
+        pieces: list[torch.Tensor] = []
+        for i, task, region in plan.mine:
+            piece = task.item.piece()
+            if piece is None or piece.numel() != region.numel:
+                if piece is not None:
+                    logger.warning("sharded tensor %r: this rank's piece has %d elements, its layout says %d; not "
+                                   "saved", task.item.name, piece.numel(), region.numel)
+                present[i] = False
+                current.absent.add(i)
+                continue
+            present[i] = True
+            if task.mode == "raw":
+                target = plan.place(slot, parity, i, task, region)
+                targets.append(target)
+                pieces.append(piece.detach().reshape(target.shape))
+            else:
+                stats = np.concatenate([partial_stats(piece, abs_=a) for a in task.variants])
+                nbytes = task.payload_bytes(me)
+                at = plan.offsets[i] + task.members.index(me) * nbytes
+                slot[at : at + nbytes] = _as_bytes(stats)
+        if targets and all(p.device.type == "cpu" for p in pieces):  # one call copies every piece (any dtype)
+            torch._foreach_copy_(targets, pieces)
+        else:
+            for target, piece in zip(targets, pieces):  # a GPU piece: one copy from the device each
+                target.copy_(piece)
+        for peer, indices in plan.outgoing:
+            header = torch.tensor([present[i] for i in indices], dtype=torch.uint8)
+            current.post(dist.isend(header, dst=peer, group=self._group), header, f"sending to rank {peer}")
+        for peer, indices in plan.incoming:
+            header = torch.empty(len(indices), dtype=torch.uint8)
+            current.post(dist.irecv(header, src=peer, group=self._group), header, f"receiving from rank {peer}")
+            current.inbox[peer] = (header, [(i, tasks[i], header, False) for i in indices])
+        return current
+
+    def _complete_shared(self, current: _Round) -> None:
+        """Finish a round through shared memory: every member's header is in, so its pieces are in the
+        slot; write each whole tensor from there, then release the slot."""
+        arena, plan = current.arena, current.plan
+        assert arena is not None and plan is not None
+        me, tasks = self.rank, current.tasks
+        if me not in tasks[0].receivers:
+            return
+        missing: set[int] = set(current.absent)
+        for header, slots in current.inbox.values():
+            for (i, _, _, _), present in zip(slots, header.tolist()):
+                if not present:
+                    missing.add(i)
+        slot, parity = arena.slot(current.seq), current.seq % 2
+        try:
+            for i, task in enumerate(tasks):
+                if task.mode == "shape":
+                    current.write(task.item, None, {}, task.source.shape)
+                elif i in missing:
+                    continue  # some rank has no value (no gradient): nothing to write
+                elif task.mode == "raw":
+                    current.write(task.item, plan.whole(slot, parity, i, task), {}, task.source.shape)
+                else:
+                    nbytes = task.payload_bytes(me)
+                    at = plan.offsets[i]
+                    raw = slot[at : at + nbytes * len(task.members)].numpy().view(np.float64)
+                    parts = {m: raw[j * nbytes // 8 : (j + 1) * nbytes // 8] for j, m in enumerate(task.members)}
+                    self._finish(task, parts.pop(me, None), parts, current.write)
+        finally:
+            arena.consumed(current.seq, me)
+
     def _complete(self, current: _Round) -> None:
         """Wait for a round's transfers, then put each tensor together and write it."""
         for what, work in current.works:
             self._wait(work, what)
+        if current.arena is not None:
+            self._complete_shared(current)
+            return
         me, tasks = self.rank, current.tasks
         received: dict[tuple[int, int], Any] = {}
         for peer, (header, slots) in current.inbox.items():
@@ -459,6 +695,25 @@ class ShardGather:
         if done is False:
             raise GatherError(f"collecting sharded tensors: {what} did not complete in {self._config.timeout} s "
                               "(did that rank's hook stop?)")
+
+
+def _slot_offsets(tasks: Sequence[_Task]) -> list[int] | None:
+    """Where each task of a round lies in its slot (raw: the whole tensor; statistics: each member's,
+    in member order), then the bytes the round takes; None if no task needs the slot."""
+    offsets, at = [], 0
+    for task in tasks:
+        offsets.append(at)
+        if task.mode == "raw":
+            at += _aligned(math.prod(task.source.shape) * task.source.dtype.itemsize)
+        elif task.mode == "stats":
+            at += _aligned(len(task.members) * NSTATS * 8 * len(task.variants))
+    return offsets + [at] if at else None
+
+
+def _slot_tensor(slot: torch.Tensor, offset: int, task: _Task) -> torch.Tensor:
+    """The whole tensor of a raw task, as a view of its place in the slot."""
+    nbytes = math.prod(task.source.shape) * task.source.dtype.itemsize
+    return slot[offset : offset + nbytes].view(task.source.dtype).view(task.source.shape)
 
 
 def _as_bytes(payload: torch.Tensor | np.ndarray[Any, Any]) -> torch.Tensor:

@@ -9,6 +9,7 @@ SPEC: {"out": ROOT, "variants": [VARIANT, ...]}, VARIANT:
     hook      Hook keywords (``save_interval`` for the SaveConfig, ``reduction_config`` as ReductionConfig
               keywords); absent: no hook
     env       environment variables set for this variant (SDK_EXT_GATHER_TIMEOUT, ...)
+    cannot_attach  this rank cannot map the shared memory its group's leader made (as on another host)
     trace     record each point-to-point send of the hook (step, peer, bytes) in ROOT/<name>.trace.<rank>.json
     fail      {"rank": R, "step": S}: rank R's writes fail from step S on (a full disk), which disables its hook
     dtensor   instead of training: one step of a module whose parameters are DTensors built from known
@@ -32,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "examples" / "fsdp_
 
 import train as example  # noqa: E402
 
-from sdk_ext.pytorch import Hook, ReductionConfig, SaveConfig  # noqa: E402
+from sdk_ext.pytorch import Hook, ReductionConfig, SaveConfig, arena  # noqa: E402
 from tests.functional.pytorch.launch import leave_past_last_barrier  # noqa: E402
 
 
@@ -103,6 +104,9 @@ def main() -> None:
     for variant in spec["variants"]:
         saved_env = {k: os.environ.get(k) for k in variant.get("env", {})}
         os.environ.update(variant.get("env", {}))
+        attach = arena.attach
+        if variant.get("cannot_attach") == rank:  # as if this rank ran on another host
+            arena.attach = lambda path, slot_bytes: None
         hook = make_hook(root, variant, rank)
         log: list[list[int]] = []
         original_isend = dist.isend
@@ -115,6 +119,7 @@ def main() -> None:
                 losses = example.train(example.Options(**variant.get("options", {})), hook)
         finally:
             dist.isend = original_isend
+            arena.attach = attach
             for key, value in saved_env.items():
                 if value is None:
                     os.environ.pop(key, None)
@@ -130,6 +135,8 @@ def main() -> None:
                 raise SystemExit(f"rank {rank}, variant {name}: the hook failed: {hook.failure!r}")
         if variant.get("trace"):
             (root / f"{name}.trace.{rank}.json").write_text(json.dumps(log))
+        if hook is not None and hook._gather is not None:  # which groups shared memory (the rest: gloo)
+            (root / f"{name}.shared.{rank}.json").write_text(json.dumps(hook._gather.shared_groups))
         (root / f"{name}.losses.{rank}.json").write_text(json.dumps(losses))
         dist.barrier()
     leave_past_last_barrier()

@@ -29,6 +29,7 @@ STEPS = 3
 ALL = ["weights", "biases", "gradients", "losses"]
 OPS = {"reductions": ["min", "max", "mean", "std", "variance", "sum", "prod"], "abs_reductions": ["max", "mean"],
        "norms": ["l1", "l2"]}
+GLOO = {"SDK_EXT_GATHER_TRANSPORT": "gloo"}  # every piece through the gloo group, as between hosts
 WRAPPER_WORDS = ("_fsdp_wrapped_module", "_flat_param", "_orig_mod", "_checkpoint_wrapped_module", "FSDP")
 
 
@@ -40,6 +41,8 @@ def variant(name: str, wrap: str, hook: dict[str, Any] | None = None, **options:
 TWO_RANKS = [
     variant("ddp", "ddp", {"include_workers": "all", "save_all": True}),
     variant("fsdp2", "fsdp2", {"save_all": True}),
+    {**variant("fsdp2-gloo", "fsdp2", {"save_all": True}), "env": GLOO},
+    {**variant("fsdp2-no-shm", "fsdp2", {"save_all": True}), "cannot_attach": 1},
     variant("fsdp1", "fsdp1"),
     variant("fsdp1-orig", "fsdp1-orig"),
     variant("fsdp2-all", "fsdp2", {"include_workers": "all"}),
@@ -47,20 +50,31 @@ TWO_RANKS = [
     variant("ckpt-wrapper", "fsdp2", {"save_all": True}, checkpoint="wrapper"),
     variant("ckpt-function", "fsdp1-orig", {"save_all": True}, checkpoint="function"),
     variant("compiled", "fsdp2", {"save_all": True}, compile=True, compile_backend="aot_eager"),
-    {**variant("interval", "fsdp2", {"save_interval": 2}, steps=5), "trace": True},
+    {**variant("interval", "fsdp2", {"save_interval": 2}, steps=5), "trace": True, "env": GLOO},
+    {**variant("interval-shared", "fsdp2", {"save_interval": 2}, steps=5), "trace": True},
     variant("ddp-perturbed", "ddp", {"include_workers": "all"}, perturb_rank=1, perturb_step=1),
     {**variant("failing", "fsdp2", {"include_workers": "all"}, steps=4), "fail": {"rank": 0, "step": 1},
      "env": {"SDK_EXT_GATHER_TIMEOUT": "3"}},
     {"name": "dtensor", "hook": {"include_regex": ["Distributed_p"], "include_workers": "all"},
      "dtensor": ["Shard(0)", "Shard(1)", "Replicate()"]},
+    {"name": "dtensor-gloo", "hook": {"include_regex": ["Distributed_p"], "include_workers": "all"},
+     "dtensor": ["Shard(0)", "Shard(1)", "Replicate()"], "env": GLOO},
 ]
 
 
 def run_job(root: Path, variants: list[dict[str, Any]], world: int) -> Path:
     spec = root / "spec.json"
     spec.write_text(json.dumps({"out": str(root), "variants": variants}))
+    before = set(Path("/dev/shm").glob("sdk_ext-gather-*"))
     run_ranks(WORKER, [str(spec)], world=world, timeout=300)
+    (root / "shm-left.json").write_text(json.dumps(sorted(map(str, set(Path("/dev/shm").glob("sdk_ext-gather-*"))
+                                                                     - before))))
     return root
+
+
+def shared(root: Path, name: str, world: int) -> list[list[list[int]]]:
+    """Each rank's shard groups that shared memory in variant ``name``."""
+    return [json.loads((root / f"{name}.shared.{rank}.json").read_text()) for rank in range(world)]
 
 
 @pytest.fixture(scope="module")
@@ -109,7 +123,7 @@ def reference(ddp: dict[str, Any], name: str, step: str, worker: str = "worker_0
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["fsdp2", "fsdp1", "fsdp1-orig", "fsdp2-all", "ckpt-wrapper", "ckpt-function"])
+@pytest.mark.parametrize("name", ["fsdp2", "fsdp2-gloo", "fsdp1", "fsdp1-orig", "fsdp2-all", "ckpt-wrapper", "ckpt-function"])
 def test_names_and_logical_values_match_ddp(jobs: Path, name: str) -> None:
     ddp, trial = dump_with_format(jobs / "ddp"), dump_with_format(jobs / name)
     params = parameters(trial)
@@ -193,6 +207,37 @@ def test_no_communication_on_a_step_that_saves_nothing(jobs: Path) -> None:
 
 
 @pytest.mark.slow
+def test_ranks_of_one_host_share_memory_and_send_only_headers(jobs: Path) -> None:
+    # the default transport: the two ranks (one host) put each tensor together in shared memory; the
+    # gloo group carries one presence byte per tensor and round; the values are the gloo run's
+    assert shared(jobs, "interval-shared", 2) == [[[0, 1]], [[0, 1]]]
+    assert shared(jobs, "interval", 2) == [[], []]  # SDK_EXT_GATHER_TRANSPORT=gloo
+    over_gloo = json.loads((jobs / "interval-shared.trace.1.json").read_text())
+    assert sorted({s for s, _, _ in over_gloo}) == [0, 2, 4]  # still nothing on a step that saves nothing
+    for step in (0, 2, 4):
+        assert sum(b for s, _, b in over_gloo if s == step) <= 61 * 2, step
+    through_shm, through_gloo = dump_with_format(jobs / "interval-shared"), dump_with_format(jobs / "interval")
+    assert through_shm["tensors"].keys() == through_gloo["tensors"].keys()
+    for name, steps in through_gloo["tensors"].items():
+        for step in steps:
+            np.testing.assert_array_equal(value(through_shm, name, step), value(through_gloo, name, step), name)
+    assert json.loads((jobs / "shm-left.json").read_text()) == []  # every arena was unlinked at setup
+
+
+@pytest.mark.slow
+def test_a_group_whose_ranks_cannot_all_map_the_arena_uses_gloo_on_every_rank(jobs: Path) -> None:
+    # rank 1 cannot map what rank 0 made (as on another host): both ranks send through gloo, and
+    # the trial holds what the shared-memory run holds
+    assert shared(jobs, "fsdp2-no-shm", 2) == [[], []]
+    assert shared(jobs, "fsdp2", 2) == [[[0, 1]], [[0, 1]]]
+    fallback, reference_run = dump_with_format(jobs / "fsdp2-no-shm"), dump_with_format(jobs / "fsdp2")
+    assert fallback["tensors"].keys() == reference_run["tensors"].keys()
+    for name, steps in reference_run["tensors"].items():
+        for step in steps:
+            np.testing.assert_array_equal(value(fallback, name, step), value(reference_run, name, step), name)
+
+
+@pytest.mark.slow
 def test_torch_compile_keeps_parameters_gradients_and_model_outputs(jobs: Path) -> None:
     trial = dump_with_format(jobs / "compiled")
     names = set(trial["tensors"])
@@ -222,8 +267,9 @@ def test_a_failing_rank_neither_hangs_nor_stops_training(jobs: Path) -> None:
 
 
 @pytest.mark.slow
-def test_dtensor_blocks_along_any_dimension_are_put_together(jobs: Path) -> None:
-    trial = dump_with_format(jobs / "dtensor")
+@pytest.mark.parametrize("name", ["dtensor", "dtensor-gloo"])
+def test_dtensor_blocks_along_any_dimension_are_put_together(jobs: Path, name: str) -> None:
+    trial = dump_with_format(jobs / name)
     for i in range(3):  # rows 3 + 2, columns 4 + 3, replicated: each worker holds the whole tensor
         expected = np.arange(35.0, dtype=np.float32).reshape(5, 7) + 100 * i
         for worker in ("worker_0", "worker_1"):
@@ -253,6 +299,7 @@ def test_replica_divergence_on_ddp(jobs: Path) -> None:
 def test_replica_divergence_on_hsdp(hsdp: Path) -> None:
     healthy = dump_with_format(hsdp / "healthy")
     assert healthy["workers"] == ["worker_0", "worker_1", "worker_2", "worker_3"]
+    assert shared(hsdp, "healthy", 4) == [[[0, 1]], [[0, 1]], [[2, 3]], [[2, 3]]]  # an arena per replica
     step, rule = replica_rule(hsdp / "healthy")
     assert step is None and rule.compared > 0
     step, rule = replica_rule(hsdp / "perturbed")

@@ -1,0 +1,135 @@
+"""Shared memory through which the ranks of one host put a sharded tensor together (see gather.py).
+
+One *arena* per shard group whose ranks all run on one host: a file in ``/dev/shm``, mapped by every
+rank of the group and unlinked as soon as they all have it (so nothing is left behind, even when a
+process is killed). It holds a control block, then two *slots*. A round of a collection uses slot
+``seq % 2``: every member copies its piece straight into its place in the whole tensor there, and
+the writers write the whole tensor from the slot, without another copy. Two slots let a member
+start the next round while a writer still writes the previous one.
+
+Reuse of a slot is ordered through the control block: after writing round ``seq``, each writer
+stores ``seq`` in its word (``consumed[position in the group]``); a member waits until every writer
+of a round has consumed round ``seq - 2`` before it copies into that slot. That a round's pieces are
+all in place is told by the (small) header message each member sends each writer over the hook's
+gloo group, after its copy: the socket orders the copy before the writer's read, on any CPU.
+
+The space is reserved when the file is made (``posix_fallocate``), so a ``/dev/shm`` too small for
+it (Docker's default is 64 MiB) is found at setup, and the group uses gloo for everything instead;
+touching a page of it can never fault later.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import mmap
+import os
+import time
+from typing import Any
+
+import numpy as np
+import torch
+
+logger = logging.getLogger(__name__)
+
+SHM_DIR = "/dev/shm"
+_CONTROL = 4096  # bytes before the first slot; the words of the control block come first
+_PAGE = 4096
+
+
+def slot_bytes_for(raw_total: int, largest: int, stats_total: int, buffer_bytes: int) -> int:
+    """A slot's size: the largest round a collection can make (``buffer_bytes`` of whole tensors, or
+    one tensor when larger), plus every tensor's partial statistics, in whole pages."""
+    need = max(min(buffer_bytes, raw_total), largest) + stats_total
+    return (need + _PAGE - 1) // _PAGE * _PAGE
+
+
+def arena_path(token: str, leader: int) -> str:
+    return os.path.join(SHM_DIR, f"sdk_ext-gather-{token}-{leader}")
+
+
+class Arena:
+    """One group's mapped arena (see the module doc). ``positions`` maps a global rank to its word."""
+
+    def __init__(self, mapped: mmap.mmap, slot_bytes: int, group: tuple[int, ...]) -> None:
+        self._mapped = mapped
+        self.slot_bytes = slot_bytes
+        self.positions = {rank: i for i, rank in enumerate(group)}
+        self._bytes = torch.frombuffer(mapped, dtype=torch.uint8)
+        self._consumed: np.ndarray[Any, np.dtype[np.uint64]] = np.frombuffer(mapped, dtype=np.uint64,
+                                                                             count=len(group))
+        self._seq = 0  # rounds this rank has started in this group
+
+    def next_seq(self) -> int:
+        self._seq += 1
+        return self._seq
+
+    def slot(self, seq: int) -> torch.Tensor:
+        start = _CONTROL + (seq % 2) * self.slot_bytes
+        return self._bytes[start : start + self.slot_bytes]
+
+    def consumed(self, seq: int, rank: int) -> None:
+        """``rank`` has written everything of round ``seq``: its slot may be filled again."""
+        self._consumed[self.positions[rank]] = seq
+
+    def wait_free(self, seq: int, writers: tuple[int, ...], timeout: float) -> bool:
+        """Wait until every writer has consumed round ``seq - 2`` (the last user of ``seq``'s slot).
+        False if one has not within ``timeout`` seconds."""
+        need = seq - 2
+        words = [self.positions[r] for r in writers]
+        if all(int(self._consumed[w]) >= need for w in words):
+            return True
+        deadline, pause = time.monotonic() + timeout, 50e-6
+        while True:
+            time.sleep(pause)
+            if all(int(self._consumed[w]) >= need for w in words):
+                return True
+            if time.monotonic() > deadline:
+                return False
+            pause = min(pause * 2, 5e-3)
+
+
+def create(path: str, slot_bytes: int) -> mmap.mmap | None:
+    """Make and map a new arena file of two slots (the leader); None if this host cannot have it."""
+    size = _CONTROL + 2 * slot_bytes
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+    except OSError as err:
+        logger.info("sharded tensors: no shared memory at %s (%s); using gloo", path, err)
+        return None
+    try:
+        os.posix_fallocate(fd, 0, size)  # reserve it now: a full /dev/shm fails here, not with SIGBUS later
+        return mmap.mmap(fd, size)
+    except OSError as err:
+        logger.info("sharded tensors: cannot reserve %d bytes at %s (%s); using gloo (a larger /dev/shm, "
+                    "e.g. docker run --shm-size, lets ranks of one host share their pieces)", size, path, err)
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        return None
+    finally:
+        os.close(fd)
+
+
+def attach(path: str, slot_bytes: int) -> mmap.mmap | None:
+    """Map an arena file the leader made; None if it is not there (another host, another /dev/shm)."""
+    size = _CONTROL + 2 * slot_bytes
+    try:
+        fd = os.open(path, os.O_RDWR)
+    except OSError:
+        return None
+    try:
+        if os.fstat(fd).st_size != size:
+            return None
+        return mmap.mmap(fd, size)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def unlink(path: str) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(path)
+
+
+__all__ = ["SHM_DIR", "Arena", "arena_path", "attach", "create", "slot_bytes_for", "unlink"]

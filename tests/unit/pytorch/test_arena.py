@@ -1,0 +1,81 @@
+"""The shared memory through which the ranks of one host put sharded tensors together (sdk_ext.pytorch.arena),
+and the transport setting (sdk_ext.pytorch.gather.GatherConfig)."""
+
+from __future__ import annotations
+
+import errno
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from sdk_ext.pytorch import arena
+from sdk_ext.pytorch.gather import GatherConfig, GatherError
+
+
+def test_two_mappings_of_one_arena_see_each_others_bytes_and_slots_alternate(tmp_path: Path) -> None:
+    path = str(tmp_path / "arena")
+    leader = arena.create(path, 8192)
+    member = arena.attach(path, 8192)
+    assert leader is not None and member is not None
+    arena.unlink(path)  # both keep their mapping; nothing is left in the directory
+    assert not os.path.exists(path)
+    a, b = arena.Arena(leader, 8192, (0, 1)), arena.Arena(member, 8192, (0, 1))
+    b.slot(1)[:4] = torch.tensor([1, 2, 3, 4], dtype=torch.uint8)
+    assert a.slot(1)[:4].tolist() == [1, 2, 3, 4]
+    assert a.slot(2)[:4].tolist() == [0, 0, 0, 0]  # the other slot
+    assert a.slot(3)[:4].tolist() == [1, 2, 3, 4]  # seq 3 reuses seq 1's slot
+
+
+def test_a_slot_is_reused_only_once_every_writer_consumed_its_last_round(tmp_path: Path) -> None:
+    path = str(tmp_path / "arena")
+    mapped = arena.create(path, 4096)
+    assert mapped is not None
+    shared = arena.Arena(mapped, 4096, (0, 1, 2))
+    assert shared.wait_free(1, (0, 2), timeout=0) and shared.wait_free(2, (0, 2), timeout=0)  # slots start free
+    assert not shared.wait_free(3, (0, 2), timeout=0.01)  # round 1 not consumed yet
+    shared.consumed(1, 0)
+    assert not shared.wait_free(3, (0, 2), timeout=0.01)  # rank 2 still writes round 1
+    timer = threading.Timer(0.05, shared.consumed, (1, 2))
+    timer.start()
+    started = time.monotonic()
+    assert shared.wait_free(3, (0, 2), timeout=5)  # wakes when the last writer is done
+    assert time.monotonic() - started < 2
+    timer.join()
+
+
+def test_a_shm_that_cannot_hold_the_arena_is_refused_at_setup_and_leaves_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    def full(fd: int, offset: int, length: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "posix_fallocate", full)
+    path = str(tmp_path / "arena")
+    with caplog.at_level("INFO", logger="sdk_ext.pytorch.arena"):
+        assert arena.create(path, 1 << 20) is None
+    assert not os.path.exists(path)
+    assert "using gloo" in caplog.text and "--shm-size" in caplog.text
+
+
+def test_attach_refuses_a_missing_file_or_one_of_another_size(tmp_path: Path) -> None:
+    path = str(tmp_path / "arena")
+    assert arena.attach(path, 4096) is None  # another host: the leader's file is not here
+    assert arena.create(path, 4096) is not None
+    assert arena.attach(path, 8192) is None
+    assert arena.create(path, 4096) is None  # never two arenas under one name
+
+
+def test_slot_size_is_the_largest_round_plus_statistics_in_pages() -> None:
+    assert arena.slot_bytes_for(raw_total=10_000, largest=6_000, stats_total=100, buffer_bytes=1 << 20) == 12288
+    assert arena.slot_bytes_for(raw_total=10 << 20, largest=1 << 20, stats_total=0, buffer_bytes=4 << 20) == 4 << 20
+    assert arena.slot_bytes_for(raw_total=10 << 20, largest=6 << 20, stats_total=0, buffer_bytes=4 << 20) == 6 << 20
+
+
+def test_transport_setting() -> None:
+    assert GatherConfig.from_env({}).transport == "auto"
+    assert GatherConfig.from_env({"SDK_EXT_GATHER_TRANSPORT": "GLOO"}).transport == "gloo"
+    with pytest.raises(GatherError, match=r"SDK_EXT_GATHER_TRANSPORT='nccl': use one of auto, gloo"):
+        GatherConfig.from_env({"SDK_EXT_GATHER_TRANSPORT": "nccl"})

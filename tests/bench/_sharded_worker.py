@@ -67,55 +67,68 @@ def main() -> None:
     g = torch.Generator().manual_seed(rank)
     x, y = torch.randn(32, width, generator=g), torch.randn(32, width, generator=g)
     loss_fn = nn.MSELoss()
-    result: dict[str, dict[str, list[float]]] = {}
     spent: list[float] = []
-    for how in ("ddp", "fsdp2"):
-        runs = {}
-        for config in ("none", "default", "save_all"):
-            model = build(layers, width, how)
-            hook = None
-            if config != "none":
-                kwargs = {"save_all": True, "save_config": SaveConfig(save_interval=1)} if config == "save_all" else {}
-                if config == "default":
-                    Hook._forward_pre = timed_forward_pre(spent)  # type: ignore[method-assign]
-                hook = Hook(str(Path(out) / f"{how}-{config}"), **kwargs)  # type: ignore[arg-type]
-                hook.register_module(model)  # registers the (possibly timed) _forward_pre
-                hook.register_loss(loss_fn)
-                Hook._forward_pre = ORIGINAL_FORWARD_PRE  # type: ignore[method-assign]
-            runs[config] = (model, torch.optim.SGD(model.parameters(), lr=1e-3), hook)
+    configs = [("ddp", "none"), ("ddp", "default"), ("ddp", "save_all"),
+               ("fsdp2", "none"), ("fsdp2", "default"), ("fsdp2", "save_all"), ("fsdp2", "save_all_gloo")]
+    runs: dict[tuple[str, str], Any] = {}
+    for how, config in configs:
+        model = build(layers, width, how)
+        hook = None
+        if config != "none":
+            kwargs = {"save_all": True, "save_config": SaveConfig(save_interval=1)} if config != "default" else {}
+            if config == "default":
+                Hook._forward_pre = timed_forward_pre(spent)  # type: ignore[method-assign]
+            if config == "save_all_gloo":  # every piece through the gloo group, as between hosts
+                os.environ["SDK_EXT_GATHER_TRANSPORT"] = "gloo"
+            hook = Hook(str(Path(out) / f"{how}-{config}"), **kwargs)
+            hook.register_module(model)  # registers the (possibly timed) _forward_pre; sets up the gather
+            hook.register_loss(loss_fn)
+            Hook._forward_pre = ORIGINAL_FORWARD_PRE  # type: ignore[method-assign]
+            os.environ.pop("SDK_EXT_GATHER_TRANSPORT", None)
+        runs[(how, config)] = (model, torch.optim.SGD(model.parameters(), lr=1e-3), hook)
 
-        def block(config: str, n: int, runs: dict[str, Any] = runs) -> tuple[float, float]:
-            """Wall seconds and this process's CPU seconds per step (its threads, gloo's included)."""
-            model, opt, _ = runs[config]
-            dist.barrier()
-            start, cpu = time.perf_counter(), time.process_time()
-            for _ in range(n):
-                opt.zero_grad()
-                loss_fn(model(x), y).backward()
-                opt.step()
-            return (time.perf_counter() - start) / n, (time.process_time() - cpu) / n
+    def block(key: tuple[str, str], n: int) -> tuple[float, float]:
+        """Wall seconds and this process's CPU seconds per step (its threads, gloo's included)."""
+        model, opt, _ = runs[key]
+        dist.barrier()
+        start, cpu = time.perf_counter(), time.process_time()
+        for _ in range(n):
+            opt.zero_grad()
+            loss_fn(model(x), y).backward()
+            opt.step()
+        return (time.perf_counter() - start) / n, (time.process_time() - cpu) / n
 
-        for config in runs:  # warm up (the first saved step, lazy init)
-            block(config, 2)
-        spent.clear()
-        times: dict[str, list[float]] = {c: [] for c in runs}
-        cpu: dict[str, list[float]] = {c: [] for c in runs}
-        for b in range(blocks):
-            order = list(runs)[b % 3:] + list(runs)[: b % 3]  # rotate, so drift does not favour one config
-            for config in order:
-                wall, used = block(config, steps)
-                times[config].append(wall)
-                cpu[config].append(used)
-        for _, _, hook in runs.values():
-            if hook is not None:
-                hook.close()
-                assert hook.failure is None, hook.failure
-        everyone: list[Any] = [None] * dist.get_world_size()
-        dist.all_gather_object(everyone, cpu)
-        result[how] = times
-        for config in runs:  # CPU seconds per step of the whole job: every rank's, block by block
-            result[how][f"cpu_{config}"] = [sum(r[config][b] for r in everyone) for b in range(blocks)]
-        result[how]["hook_in_default"] = [sum(spent) / max(len(spent), 1)]
+    for key in configs:  # warm up (the first saved step, lazy init)
+        block(key, 2)
+    spent_default = {how: 0.0 for how, _ in configs}
+    calls_default = {how: 0 for how, _ in configs}
+    times: dict[tuple[str, str], list[float]] = {key: [] for key in configs}
+    cpu: dict[tuple[str, str], list[float]] = {key: [] for key in configs}
+    for b in range(blocks):
+        # every configuration of both wrappers in each block, in a rotating order: the machine's slow
+        # phases (seconds long) then fall on every configuration alike, and a block's differences pair up
+        order = configs[b % len(configs):] + configs[: b % len(configs)]
+        for key in order:
+            before = len(spent)
+            wall, used = block(key, steps)
+            if key[1] == "default":
+                spent_default[key[0]] += sum(spent[before:])
+                calls_default[key[0]] += len(spent) - before
+            times[key].append(wall)
+            cpu[key].append(used)
+    for _, _, hook in runs.values():
+        if hook is not None:
+            hook.close()
+            assert hook.failure is None, hook.failure
+    everyone: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(everyone, {f"{h}/{c}": v for (h, c), v in cpu.items()})
+    result: dict[str, dict[str, list[float]]] = {"ddp": {}, "fsdp2": {}}
+    for (how, config), wall_times in times.items():
+        result[how][config] = wall_times
+        # CPU seconds per step of the whole job: every rank's, block by block
+        result[how][f"cpu_{config}"] = [sum(r[f"{how}/{config}"][b] for r in everyone) for b in range(blocks)]
+    for how in result:
+        result[how]["hook_in_default"] = [spent_default[how] / max(calls_default[how], 1)]
     if rank == 0:
         print(json.dumps(result))
     dist.destroy_process_group()

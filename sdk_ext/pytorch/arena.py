@@ -92,6 +92,8 @@ class Arena:
 def create(path: str, slot_bytes: int) -> mmap.mmap | None:
     """Make and map a new arena file of two slots (the leader); None if this host cannot have it."""
     size = _CONTROL + 2 * slot_bytes
+    if not hasattr(os, "posix_fallocate"):  # a system without it (macOS) has no /dev/shm either
+        return None
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
     except OSError as err:

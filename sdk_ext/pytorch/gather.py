@@ -556,7 +556,7 @@ class ShardGather:
                               f"within {self._config.timeout} s (did its hook stop?)")
         slot, parity = arena.slot(seq), seq % 2
         present: dict[int, bool] = {}
-        targets: list[torch.Tensor] = []
+        targets: list[torch.Tensor] = []  # where each raw piece goes in the slot, and the piece
         pieces: list[torch.Tensor] = []
         for i, task, region in plan.mine:
             piece = task.item.piece()
@@ -577,11 +577,8 @@ class ShardGather:
                 nbytes = task.payload_bytes(me)
                 at = plan.offsets[i] + task.members.index(me) * nbytes
                 slot[at : at + nbytes] = _as_bytes(stats)
-        if targets and all(p.device.type == "cpu" for p in pieces):  # one call copies every piece (any dtype)
-            torch._foreach_copy_(targets, pieces)
-        else:
-            for target, piece in zip(targets, pieces):  # a GPU piece: one copy from the device each
-                target.copy_(piece)
+        for target, piece in zip(targets, pieces):  # any dtype; a GPU piece straight from the device
+            target.copy_(piece)
         for peer, indices in plan.outgoing:
             header = torch.tensor([present[i] for i in indices], dtype=torch.uint8)
             current.post(dist.isend(header, dst=peer, group=self._group), header, f"sending to rank {peer}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import sys
 import textwrap
 import time
@@ -168,3 +169,10 @@ for step in range(100000):
         break
 hook.close()
 """
+
+
+def ctrl_c_reaches_it() -> None:
+    """``preexec_fn`` for a child the test interrupts: SIGINT at its default, as on a terminal, even when
+    this test run inherited it ignored (started in the background from a non-interactive shell, or
+    under nohup), where Python would keep ignoring it and Ctrl-C would never reach the job."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.functional.local.support import poll_until, wait_gone
+from tests.functional.local.support import ctrl_c_reaches_it, poll_until, wait_gone
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a keeper needs Linux's prctl")
 
@@ -61,7 +61,7 @@ def _start(tmp_path: Path, repo_env: dict[str, str], *script_args: str, rules: t
     for rule in rules:
         argv += ["--rule", rule]
     runner = subprocess.Popen([*argv, "--", str(pids), *script_args], env=repo_env, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True)
+                              stderr=subprocess.STDOUT, text=True, preexec_fn=ctrl_c_reaches_it)
     return runner, pids, tmp_path / "jobs" / name
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.functional.local.support import HOOKED, poll_until, write_script
+from tests.functional.local.support import HOOKED, ctrl_c_reaches_it, poll_until, write_script
 
 # A PyTorch script with no hook code at all: nn.Sequential, a loss, SGD.
 PLAIN_TORCH = """
@@ -131,7 +131,7 @@ def test_ctrl_c_writes_the_summary_and_the_report_then_exits_130(tmp_path: Path,
     proc = subprocess.Popen([sys.executable, "-m", "sdk_ext.cli", "run", "--jobs-dir", str(tmp_path / "jobs"),
                              "--job-name", "interrupted", "--collection", "losses", "--save-interval", "1",
                              "--stop-grace", "3", "--report", str(script)], env=repo_env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, preexec_fn=ctrl_c_reaches_it)
     try:
         poll_until(lambda: len(list((job_dir / "output" / "tensors" / "index").rglob("*.json"))) >= 3, timeout=60)
         os.kill(proc.pid, signal.SIGINT)  # what Ctrl-C sends to the CLI

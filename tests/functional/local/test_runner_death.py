@@ -10,7 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.functional.local.support import BAD, job_pids, poll_until, wait_gone, write_script
+from tests.functional.local.support import (
+    BAD,
+    ctrl_c_reaches_it,
+    job_pids,
+    poll_until,
+    wait_gone,
+    write_script,
+)
 
 RUNNER = """
 import sys
@@ -27,7 +34,7 @@ run_training_job(req, settings=settings(tmp, auto_stop=False), entry_point=sys.a
 def _start_runner(tmp_path: Path, repo_env: dict[str, str]) -> tuple[subprocess.Popen[bytes], Path]:
     script = write_script(tmp_path, BAD)
     runner = subprocess.Popen([sys.executable, "-c", RUNNER, str(tmp_path), str(script)], env=repo_env,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, preexec_fn=ctrl_c_reaches_it)
     job_dir = tmp_path / "jobs" / "victim"
 
     def started() -> bool:

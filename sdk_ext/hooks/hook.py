@@ -30,7 +30,7 @@ import logging
 import os
 import time
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -59,6 +59,7 @@ from sdk_ext.modes import ModeKeys
 from sdk_ext.profiler.config import ProfilingConfig
 from sdk_ext.profiler.timeline import StepTimeline
 from sdk_ext.storage import LocalStorage, Storage
+from sdk_ext.storage.base import Buffer
 
 logger = logging.getLogger(__name__)
 
@@ -479,9 +480,10 @@ class Hook(TraceEvents, HookSteps):
         reductions: Reductions,
         *,
         shape: tuple[int, ...] | None = None,
+        content: Sequence[Buffer] | None = None,
     ) -> None:
         if self._out is not None:
-            self._out.write(name, plan, array, reductions, shape=shape)
+            self._out.write(name, plan, array, reductions, shape=shape, content=content)
 
     def _warn_once(self, name: str, kind: str, msg: str, *args: object) -> None:
         if self._out is not None:

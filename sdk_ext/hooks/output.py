@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -28,6 +28,7 @@ from sdk_ext.hooks.policy import TensorPlan
 from sdk_ext.hooks.writer import TrialWriter
 from sdk_ext.modes import ModeKeys
 from sdk_ext.storage import Storage, Writes
+from sdk_ext.storage.base import Buffer
 from sdk_ext.storage.spool import SpoolConfig, UploadSpool
 
 logger = logging.getLogger(__name__)
@@ -148,9 +149,15 @@ class TrialOutput:
         *,
         shape: tuple[int, ...] | None = None,
         wall_time: float | None = None,
+        content: Sequence[Buffer] | None = None,
     ) -> None:
         """Write what ``plan`` asks for. ``reductions`` holds ops computed already (by a framework);
-        ``array`` may be None when everything needed is in ``reductions`` and ``shape``."""
+        ``array`` may be None when everything needed is in ``reductions`` and ``shape``. ``content``:
+        the raw tensor's bytes as several buffers (see :meth:`TrialWriter.write_tensor`), for a plan of
+        the raw tensor only, without TensorBoard (``array`` then gives only its dtype and shape)."""
+        if content is not None and (plan.ops or self._tb is not None):
+            raise ValueError(f"tensor {name!r}: its bytes come in parts, so no reduction or TensorBoard "
+                             "value can be computed from it")
         writer = self.writer
         if not writer.step_open:
             return
@@ -178,7 +185,7 @@ class TrialOutput:
                 if value is not None:
                     writer.write_tensor(reduction_tensor_name(name, op, abs=is_abs), value, wall_time=wall_time)
             if plan.raw and array is not None:
-                writer.write_tensor(name, array, wall_time=wall_time)
+                writer.write_tensor(name, array, wall_time=wall_time, content=content)
         except UnsupportedDtypeError as err:
             self.warn_once(name, "dtype", "tensor %r not saved: %s", name, err)
             return

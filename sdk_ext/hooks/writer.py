@@ -43,7 +43,7 @@ import os
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -56,7 +56,7 @@ from sdk_ext.format.events import encode_tensor_record_pieces
 from sdk_ext.format.index import IndexFile, ShapeEntry, TensorEntry, encode_index_parts
 from sdk_ext.format.paths import DEFAULT_WORKER, END_OF_JOB, collections_key, event_key, index_key
 from sdk_ext.modes import ModeKeys
-from sdk_ext.storage.base import ObjectWriter, Storage
+from sdk_ext.storage.base import Buffer, ObjectWriter, Storage
 from sdk_ext.storage.spool import UploadSpool
 
 logger = logging.getLogger(__name__)
@@ -304,8 +304,13 @@ class TrialWriter:
             raise RuntimeError("TrialWriter: no step is open; call open_step() first")
         return self._step
 
-    def write_tensor(self, name: str, array: np.ndarray[Any, Any], *, wall_time: float | None = None) -> None:
+    def write_tensor(self, name: str, array: np.ndarray[Any, Any], *, wall_time: float | None = None,
+                     content: Sequence[Buffer] | None = None) -> None:
         """Append one record (``array`` as is: dtype, shape) to the current step's event file.
+
+        ``content``, when given, is the array's bytes in order as several buffers (a tensor whose
+        pieces lie in different places: its bytes are written from there, not gathered first); then
+        ``array`` only gives the dtype and shape.
 
         Cost with checksums: a record under ``SMALL`` bytes is joined into one buffer (one write, two
         CRC calls: the record's and the file's); a longer one is three writes (prefix, the array's bytes
@@ -314,7 +319,7 @@ class TrialWriter:
         of a large record measured slower here, not faster (``python -m tests.bench.crc_overlap``).
         """
         st = self._require_step()
-        prefix, content, suffix, length = encode_tensor_record_pieces(
+        prefix, view, suffix, length = encode_tensor_record_pieces(
             name,
             array,
             step=st.step,
@@ -326,22 +331,37 @@ class TrialWriter:
         if writer is None:
             st.event_file = event_key(st.step, self.worker)
             writer = st.writer = (self.spool or self.storage).open_write(st.event_file)
+        parts: Sequence[Buffer] = (view,) if view else ()
+        if content is not None:  # the bytes from where they lie; the array gave the record's header
+            parts = content
+            given, expected = sum(memoryview(p).nbytes for p in parts), memoryview(view).nbytes
+            if given != expected:
+                raise ValueError(f"tensor {name!r}: its parts hold {given} bytes, its dtype and shape {expected}")
         if length < SMALL:
-            record = prefix + content + suffix if content else prefix + suffix
+            record = b"".join((prefix, *parts, suffix))
             writer.write(record)
             if self.checksums:
                 st.crcs.append(crc32c(record))
                 st.file_crc = crc32c(record, st.file_crc)
         else:
             writer.write(prefix)
-            writer.write(content)
+            record_crc = crc32c(prefix) if self.checksums else 0
+            for part in parts:
+                writer.write(part)
+                if self.checksums:  # one pass over the tensor's bytes; the prefix and suffix are small
+                    record_crc = crc32c(part, record_crc)
             writer.write(suffix)
-            if self.checksums:  # one pass over the tensor's bytes; the prefix and suffix are small
-                record_crc = crc32c(suffix, crc32c(content, crc32c(prefix)))
+            if self.checksums:
+                record_crc = crc32c(suffix, record_crc)
                 st.crcs.append(record_crc)
                 # a large record's bytes are read once: the file's CRC is combined from the record's
-                st.file_crc = (combine(st.file_crc, record_crc, length) if length >= COMBINE_FROM
-                               else crc32c(suffix, crc32c(content, crc32c(prefix, st.file_crc))))
+                if length >= COMBINE_FROM:
+                    st.file_crc = combine(st.file_crc, record_crc, length)
+                else:
+                    file_crc = crc32c(prefix, st.file_crc)
+                    for part in parts:
+                        file_crc = crc32c(part, file_crc)
+                    st.file_crc = crc32c(suffix, file_crc)
         st.tensors.append(TensorEntry(name, st.offset, length))
         st.offset += length
         self.bytes_written += length

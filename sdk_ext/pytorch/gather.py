@@ -62,7 +62,7 @@ import secrets
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -125,8 +125,13 @@ class Item:
     piece: Callable[[], torch.Tensor | None]
 
 
-#: Called on the owner with (item, the whole tensor on the host or None, reductions, logical shape).
-Writer = Callable[[Item, "torch.Tensor | None", Reductions, tuple[int, ...]], None]
+class Writer(Protocol):
+    """Called on a writing rank with (item, the whole tensor on the host or None, reductions, logical
+    shape); with ``parts``, the whole tensor's bytes lie in those buffers, in order (this rank's own
+    piece is not in ``full``): write them as they are, and nothing computed from ``full``."""
+
+    def __call__(self, item: Item, full: torch.Tensor | None, reductions: Reductions, shape: tuple[int, ...],
+                 /, parts: Sequence[memoryview] | None = None) -> None: ...
 
 
 @dataclass(slots=True)
@@ -178,6 +183,9 @@ class _SharedPlan:
     mine: list[tuple[int, _Task, Region]]  # the tasks this rank holds a piece of
     outgoing: list[tuple[int, list[int]]]  # (writer, the tasks whose presence this rank tells it)
     incoming: list[tuple[int, list[int]]]  # (member, the tasks whose presence it tells this rank)
+    # tasks this rank alone writes, whose whole tensor it writes with its own piece read where it lies
+    # (not copied into the slot first): task -> (first byte, bytes) of the piece in the whole tensor
+    direct: dict[int, tuple[int, int]] = field(default_factory=dict)
     views: dict[tuple[int, int], torch.Tensor] = field(default_factory=dict)  # (slot, task) -> whole tensor
 
     def whole(self, slot: torch.Tensor, parity: int, i: int, task: _Task) -> torch.Tensor:
@@ -200,6 +208,10 @@ class _SharedPlan:
         return view
 
 
+#: dtypes stored as they are (no conversion on the way to the file: bfloat16 becomes float32)
+_AS_IS = frozenset({torch.float16, torch.float32, torch.float64, torch.int8, torch.int16, torch.int32, torch.int64,
+                    torch.uint8, torch.bool})
+
 _PLACED = object()  # a piece received straight into the whole tensor
 _INLINE = 64 << 10  # pieces up to this size travel inside their header message; larger ones on their own
 _ALIGN = 16  # pieces start at multiples of this in a header message, so they can be viewed as their dtype
@@ -214,24 +226,31 @@ def _header_size(tasks: Sequence[_Task], sender: int) -> int:
     return _aligned(len(tasks)) + sum(_aligned(n) for t in tasks if (n := t.payload_bytes(sender)) <= _INLINE)
 
 
-def _in_place(task: _Task, member: int, full: Any) -> torch.Tensor | None:
-    """Where ``member``'s piece lands in the whole tensor ``full`` as bytes, when it is one contiguous
-    range there (FSDP1's flat ranges, row blocks of Shard(0)); None otherwise."""
-    if task.mode != "raw" or not isinstance(full, torch.Tensor):
-        return None
+def _contiguous_range(task: _Task, member: int) -> tuple[int, int] | None:
+    """``(first element, count)`` of ``member``'s piece in the row-major whole tensor, when the piece
+    is one contiguous range there (FSDP1's flat ranges, row blocks of Shard(0)); None otherwise."""
     region, shape = task.regions[member], task.source.shape
     if region.flat:
-        start, length = region.offsets[0], region.sizes[0]
-    else:
-        # contiguous in row-major order: every dimension after the first split one is whole, and
-        # every dimension before it has size 1
-        split = next((d for d, (o, n) in enumerate(zip(region.offsets, region.sizes)) if n != shape[d]), len(shape))
-        if any(region.sizes[d] != shape[d] for d in range(split + 1, len(shape))):
-            return None
-        if any(region.sizes[d] != 1 for d in range(split)):
-            return None
-        start = sum(o * math.prod(shape[d + 1 :]) for d, o in enumerate(region.offsets))
-        length = region.numel
+        return region.offsets[0], region.sizes[0]
+    # contiguous in row-major order: every dimension after the first split one is whole, and
+    # every dimension before it has size 1
+    split = next((d for d, (o, n) in enumerate(zip(region.offsets, region.sizes)) if n != shape[d]), len(shape))
+    if any(region.sizes[d] != shape[d] for d in range(split + 1, len(shape))):
+        return None
+    if any(region.sizes[d] != 1 for d in range(split)):
+        return None
+    return sum(o * math.prod(shape[d + 1 :]) for d, o in enumerate(region.offsets)), region.numel
+
+
+def _in_place(task: _Task, member: int, full: Any) -> torch.Tensor | None:
+    """Where ``member``'s piece lands in the whole tensor ``full`` as bytes, when it is one contiguous
+    range there; None otherwise."""
+    if task.mode != "raw" or not isinstance(full, torch.Tensor):
+        return None
+    found = _contiguous_range(task, member)
+    if found is None:
+        return None
+    start, length = found
     return full.view(-1)[start : start + length].view(torch.uint8)
 
 
@@ -247,10 +266,12 @@ class ShardGather:
     """
 
     def __init__(self, sources: Mapping[str, ShardedSource], *, rank: int, world_size: int, include_all: bool,
-                 need_array: Callable[[TensorPlan], bool], config: GatherConfig | None = None) -> None:
+                 need_array: Callable[[TensorPlan], bool], config: GatherConfig | None = None,
+                 bytes_only: Callable[[TensorPlan], bool] | None = None) -> None:
         self.sources = dict(sources)
         self.rank, self.world_size, self.include_all = rank, world_size, include_all
         self._need_array = need_array
+        self._bytes_only = bytes_only or (lambda plan: False)
         self._config = config
         self._group: Any = None
         self._layouts: dict[str, list[tuple[Region | None, tuple[int, ...]]]] | None = None
@@ -403,6 +424,11 @@ class ShardGather:
                     [(m, [index[id(t)] for t in inc]) for m in (members if me in writers else [])
                      if (inc := self._carried(chunk, m, me))],
                 )
+                for i, t in enumerate(chunk):
+                    if (t.mode == "raw" and t.receivers == (me,) and me in t.members and t.source.dtype in _AS_IS
+                            and self._bytes_only(t.item.plan) and (found := _contiguous_range(t, me)) is not None):
+                        size = t.source.dtype.itemsize
+                        shared.direct[i] = (found[0] * size, found[1] * size)
             compiled.append((chunk, shared))
         return compiled
 
@@ -568,7 +594,10 @@ class ShardGather:
                 current.absent.add(i)
                 continue
             present[i] = True
-            if task.mode == "raw":
+            if (i in plan.direct and piece.dtype == task.source.dtype and piece.device.type == "cpu"
+                    and piece.is_contiguous()):
+                current.own[i] = piece.detach().reshape(-1)  # written from where it is (see _complete_shared)
+            elif task.mode == "raw":
                 target = plan.place(slot, parity, i, task, region)
                 targets.append(target)
                 pieces.append(piece.detach().reshape(target.shape))
@@ -608,6 +637,14 @@ class ShardGather:
                     current.write(task.item, None, {}, task.source.shape)
                 elif i in missing:
                     continue  # some rank has no value (no gradient): nothing to write
+                elif task.mode == "raw" and i in current.own:
+                    start, length = plan.direct[i]
+                    at = plan.offsets[i]
+                    end = at + math.prod(task.source.shape) * task.source.dtype.itemsize
+                    own: np.ndarray[Any, Any] = current.own[i].view(torch.uint8).numpy()
+                    spans = [b.data for b in (slot[at : at + start].numpy(), own,
+                                              slot[at + start + length : end].numpy()) if b.nbytes]
+                    current.write(task.item, plan.whole(slot, parity, i, task), {}, task.source.shape, parts=spans)
                 elif task.mode == "raw":
                     current.write(task.item, plan.whole(slot, parity, i, task), {}, task.source.shape)
                 else:

@@ -34,6 +34,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -153,7 +154,8 @@ class Hook(ExtensionPoints, BaseHook):
         if self._sharded:
             rank, world_size = self._distributed_info()
             self._gather = ShardGather(self._sharded, rank=rank, world_size=world_size,
-                                       include_all=self.include_workers == "all", need_array=self._needs_array)
+                                       include_all=self.include_workers == "all", need_array=self._needs_array,
+                                       bytes_only=self._bytes_only)
             self._gather.setup()  # collectives, while every rank registers its model
         for path, sub in wrappers.named_modules(module):
             self._module_names[sub] = path if path else prefix
@@ -353,11 +355,17 @@ class Hook(ExtensionPoints, BaseHook):
             self._gather.collect(items, self._write_collected, defer=defer)
 
     def _write_collected(self, item: Item, full: torch.Tensor | None, reductions: dict[tuple[str, bool], Any],
-                         shape: tuple[int, ...]) -> None:
-        if full is not None:
+                         shape: tuple[int, ...], /, parts: Sequence[memoryview] | None = None) -> None:
+        if parts is not None and full is not None:  # the raw tensor only, its bytes where they lie
+            self._write(item.name, item.plan, to_numpy(full), {}, shape=shape, content=parts)
+        elif full is not None:
             self._save(item.name, item.plan, full)
         else:
             self._write(item.name, item.plan, None, reductions, shape=shape)
+
+    def _bytes_only(self, plan: TensorPlan) -> bool:
+        """Whether writing ``plan`` needs only the raw tensor's bytes (no reduction, no TensorBoard value)."""
+        return plan.raw and not plan.ops and not (self.export_tensorboard and (plan.histogram or plan.scalar))
 
     def _needs_array(self, plan: TensorPlan) -> bool:
         return plan.raw or (self.export_tensorboard and (plan.histogram or plan.scalar))

@@ -56,6 +56,31 @@ def test_caller_may_change_the_array_once_write_returns(tmp_path: Path) -> None:
     assert (decode_tensor_value(read_record(data, 0)) == 1).all()
 
 
+@pytest.mark.parametrize("elements", [10, 3000, 1 << 16])  # one joined write; three writes; a combined CRC
+def test_a_tensor_written_from_parts_is_the_same_file_as_written_whole(tmp_path: Path, elements: int) -> None:
+    # a sharded tensor's writer passes its own piece where it lies and the others' from shared memory
+    whole = np.arange(elements, dtype=np.float32) * 0.5
+    stale = np.full_like(whole, np.nan)  # what the array the writer is handed holds where this rank's piece goes
+    cut = elements // 3
+    stale[cut:] = whole[cut:]
+    for name, kwargs in (("whole", {}), ("parts", {"content": [whole[:cut].data.cast("B"), stale[cut:].data.cast("B")]})):
+        w = TrialWriter(LocalStorage(tmp_path / name))
+        w.open_step(0, ModeKeys.TRAIN, 0)
+        w.write_tensor("t", stale if kwargs else whole, wall_time=1.0, **kwargs)  # type: ignore[arg-type]
+        w.write_tensor("after", np.ones(3, dtype=np.float64), wall_time=1.0)
+        w.close()
+    for rel in ("events/000000000000/000000000000_worker_0.tfevents", "index/000000000/000000000000_worker_0.json"):
+        assert (tmp_path / "parts" / rel).read_bytes() == (tmp_path / "whole" / rel).read_bytes(), rel  # CRCs too
+
+
+def test_parts_that_do_not_make_up_the_tensor_are_refused(tmp_path: Path) -> None:
+    w = TrialWriter(LocalStorage(tmp_path))
+    w.open_step(0, ModeKeys.TRAIN, 0)
+    with pytest.raises(ValueError, match=r"tensor 't': its parts hold 8 bytes, its dtype and shape 16"):
+        w.write_tensor("t", np.zeros(4, dtype=np.float32), content=[b"\0" * 8])
+    w.close()
+
+
 def test_an_open_step_leaves_only_temporary_files(tmp_path: Path) -> None:
     storage = LocalStorage(tmp_path)
     w = TrialWriter(storage)

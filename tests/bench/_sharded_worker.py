@@ -7,7 +7,8 @@ the same MLP (LAYERS x Linear(WIDTH, WIDTH) + ReLU, batch 32): no hook, a hook w
 configuration (losses every 500 steps), a hook saving everything every step (``save_all``;
 include_workers "one"). Blocks of STEPS training steps (SGD) run for each copy in turn, BLOCKS times,
 every rank starting each block together; rank 0 prints the seconds per step of each block as JSON
-(wall time of rank 0, and CPU time of all ranks together: ``cpu_<config>``),
+(wall time of rank 0; CPU time of all ranks together: ``cpu_<config>``; CPU time inside the hook, its
+callbacks and the threads it started, of all ranks together: ``hook_<config>``),
 and the seconds per step spent inside the hook's step-start callback in the default configuration
 (on its quiet steps that callback is all the hook runs).
 """
@@ -27,7 +28,40 @@ from torch import nn
 
 from sdk_ext.pytorch import Hook, SaveConfig
 
+HOOK_CPU: dict[int, float] = {}  # id(hook) -> CPU seconds spent inside its callbacks (this process)
+_DEPTH = [0]
+
+
+def _cpu_timed(method: Any) -> Any:
+    """``method`` (one of the hook's callbacks), adding the CPU time of its outermost calls to HOOK_CPU."""
+
+    def timed(self: Hook, *args: Any, **kwargs: Any) -> Any:
+        if _DEPTH[0]:
+            return method(self, *args, **kwargs)
+        _DEPTH[0] += 1
+        start = time.thread_time()
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            _DEPTH[0] -= 1
+            HOOK_CPU[id(self)] = HOOK_CPU.get(id(self), 0.0) + time.thread_time() - start
+
+    return timed
+
+
+for _name in dir(Hook):  # every callback torch or the training loop calls (the guarded methods)
+    _attr = getattr(Hook, _name)
+    if callable(_attr) and getattr(_attr, "__wrapped__", None) is not None and _attr.__code__.co_name == "wrapper":
+        setattr(Hook, _name, _cpu_timed(_attr))
 ORIGINAL_FORWARD_PRE = Hook._forward_pre
+
+
+def thread_cpu(tid: int) -> float:
+    """CPU seconds of thread ``tid`` of this process (0 once it has ended): Linux's per-thread CPU clock."""
+    try:
+        return time.clock_gettime(((~tid) << 3) | 6)
+    except OSError:
+        return 0.0
 
 
 def build(layers: int, width: int, how: str) -> nn.Module:
@@ -71,9 +105,11 @@ def main() -> None:
     configs = [("ddp", "none"), ("ddp", "default"), ("ddp", "save_all"),
                ("fsdp2", "none"), ("fsdp2", "default"), ("fsdp2", "save_all"), ("fsdp2", "save_all_gloo")]
     runs: dict[tuple[str, str], Any] = {}
+    threads: dict[tuple[str, str], set[int]] = {}  # the threads each hook started (its gloo group's, its writer's)
     for how, config in configs:
         model = build(layers, width, how)
         hook = None
+        existing = set(map(int, os.listdir("/proc/self/task")))
         if config != "none":
             kwargs = {"save_all": True, "save_config": SaveConfig(save_interval=1)} if config != "default" else {}
             if config == "default":
@@ -85,18 +121,23 @@ def main() -> None:
             hook.register_loss(loss_fn)
             Hook._forward_pre = ORIGINAL_FORWARD_PRE  # type: ignore[method-assign]
             os.environ.pop("SDK_EXT_GATHER_TRANSPORT", None)
+        threads[(how, config)] = set(map(int, os.listdir("/proc/self/task"))) - existing
         runs[(how, config)] = (model, torch.optim.SGD(model.parameters(), lr=1e-3), hook)
 
-    def block(key: tuple[str, str], n: int) -> tuple[float, float]:
-        """Wall seconds and this process's CPU seconds per step (its threads, gloo's included)."""
-        model, opt, _ = runs[key]
+    def block(key: tuple[str, str], n: int) -> tuple[float, float, float]:
+        """Wall seconds, this process's CPU seconds (its threads, gloo's included) and the CPU seconds
+        of the hook (its callbacks and its threads) per step."""
+        model, opt, hook = runs[key]
         dist.barrier()
+        own = HOOK_CPU.get(id(hook), 0.0) + sum(thread_cpu(t) for t in threads[key])
         start, cpu = time.perf_counter(), time.process_time()
         for _ in range(n):
             opt.zero_grad()
             loss_fn(model(x), y).backward()
             opt.step()
-        return (time.perf_counter() - start) / n, (time.process_time() - cpu) / n
+        wall, used = time.perf_counter() - start, time.process_time() - cpu
+        own = HOOK_CPU.get(id(hook), 0.0) + sum(thread_cpu(t) for t in threads[key]) - own
+        return wall / n, used / n, own / n
 
     for key in configs:  # warm up (the first saved step, lazy init)
         block(key, 2)
@@ -104,13 +145,15 @@ def main() -> None:
     calls_default = {how: 0 for how, _ in configs}
     times: dict[tuple[str, str], list[float]] = {key: [] for key in configs}
     cpu: dict[tuple[str, str], list[float]] = {key: [] for key in configs}
+    in_hook: dict[tuple[str, str], list[float]] = {key: [] for key in configs}
     for b in range(blocks):
         # every configuration of both wrappers in each block, in a rotating order: the machine's slow
         # phases (seconds long) then fall on every configuration alike, and a block's differences pair up
         order = configs[b % len(configs):] + configs[: b % len(configs)]
         for key in order:
             before = len(spent)
-            wall, used = block(key, steps)
+            wall, used, own = block(key, steps)
+            in_hook[key].append(own)
             if key[1] == "default":
                 spent_default[key[0]] += sum(spent[before:])
                 calls_default[key[0]] += len(spent) - before
@@ -121,12 +164,15 @@ def main() -> None:
             hook.close()
             assert hook.failure is None, hook.failure
     everyone: list[Any] = [None] * dist.get_world_size()
-    dist.all_gather_object(everyone, {f"{h}/{c}": v for (h, c), v in cpu.items()})
+    dist.all_gather_object(everyone, ({f"{h}/{c}": v for (h, c), v in cpu.items()},
+                                      {f"{h}/{c}": v for (h, c), v in in_hook.items()}))
     result: dict[str, dict[str, list[float]]] = {"ddp": {}, "fsdp2": {}}
     for (how, config), wall_times in times.items():
         result[how][config] = wall_times
         # CPU seconds per step of the whole job: every rank's, block by block
-        result[how][f"cpu_{config}"] = [sum(r[f"{how}/{config}"][b] for r in everyone) for b in range(blocks)]
+        result[how][f"cpu_{config}"] = [sum(r[0][f"{how}/{config}"][b] for r in everyone) for b in range(blocks)]
+        # CPU seconds per step inside the hook (callbacks and threads) of the whole job
+        result[how][f"hook_{config}"] = [sum(r[1][f"{how}/{config}"][b] for r in everyone) for b in range(blocks)]
     for how in result:
         result[how]["hook_in_default"] = [spent_default[how] / max(calls_default[how], 1)]
     if rank == 0:

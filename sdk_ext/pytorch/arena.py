@@ -24,7 +24,9 @@ import contextlib
 import logging
 import mmap
 import os
+import select
 import time
+import weakref
 from typing import Any
 
 import numpy as np
@@ -48,6 +50,36 @@ def arena_path(token: str, leader: int) -> str:
     return os.path.join(SHM_DIR, f"sdk_ext-gather-{token}-{leader}")
 
 
+def pipe_path(token: str, leader: int, sender: int, receiver: int) -> str:
+    return os.path.join(SHM_DIR, f"sdk_ext-gather-{token}-{leader}-{sender}-{receiver}")
+
+
+def open_reader(path: str) -> int | None:
+    """Make a named pipe at ``path`` and open its read end (a writer of the group); None if impossible."""
+    try:
+        os.mkfifo(path, 0o600)
+    except OSError as err:
+        logger.info("sharded tensors: cannot make %s (%s); using gloo", path, err)
+        return None
+    try:
+        return os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # does not wait for the sender to open its end
+    except OSError:
+        unlink(path)
+        return None
+
+
+def open_sender(path: str) -> int | None:
+    """Open the write end of a named pipe a writer made (a member of the group); None if not there."""
+    try:
+        return os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+    except OSError:
+        return None
+
+
+class PeerLeft(Exception):
+    """The other end of a pipe is gone (its process ended) or did not answer in time."""
+
+
 class Arena:
     """One group's mapped arena (see the module doc). ``positions`` maps a global rank to its word."""
 
@@ -59,6 +91,44 @@ class Arena:
         self._consumed: np.ndarray[Any, np.dtype[np.uint64]] = np.frombuffer(mapped, dtype=np.uint64,
                                                                              count=len(group))
         self._seq = 0  # rounds this rank has started in this group
+        self.senders: dict[int, int] = {}  # writer -> write end of the pipe to it
+        self.readers: dict[int, int] = {}  # member -> read end of the pipe from it
+
+    def own_pipes(self, senders: dict[int, int], readers: dict[int, int]) -> None:
+        """Take the pipes of this group (closed with the arena)."""
+        self.senders, self.readers = dict(senders), dict(readers)
+        for fd in (*senders.values(), *readers.values()):
+            weakref.finalize(self, _close, fd)
+
+    def tell(self, writer: int, header: bytes) -> None:
+        """Send ``writer`` this round's presence bytes (after the pieces are in the slot: the pipe
+        orders the copy before the writer's read on any CPU)."""
+        try:
+            sent = os.write(self.senders[writer], header)
+        except BlockingIOError:
+            sent = 0  # never with two slots: at most two rounds of headers wait in the pipe
+        except BrokenPipeError as err:
+            raise PeerLeft(f"rank {writer} left (its end of the pipe is closed)") from err
+        if sent != len(header):
+            raise PeerLeft(f"rank {writer} is not reading")
+
+    def hear(self, member: int, count: int, timeout: float) -> bytes:
+        """This round's ``count`` presence bytes from ``member``, waiting at most ``timeout`` seconds."""
+        fd, got, deadline = self.readers[member], b"", time.monotonic() + timeout
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        while len(got) < count:
+            try:
+                chunk = os.read(fd, count - len(got))
+            except BlockingIOError:
+                left = deadline - time.monotonic()
+                if left <= 0 or not poller.poll(left * 1000):
+                    raise PeerLeft(f"rank {member} sent nothing in {timeout} s (did its hook stop?)") from None
+                continue
+            if not chunk:
+                raise PeerLeft(f"rank {member} left (its end of the pipe is closed)")
+            got += chunk
+        return got
 
     def next_seq(self) -> int:
         self._seq += 1
@@ -87,6 +157,11 @@ class Arena:
             if time.monotonic() > deadline:
                 return False
             pause = min(pause * 2, 5e-3)
+
+
+def _close(fd: int) -> None:
+    with contextlib.suppress(OSError):
+        os.close(fd)
 
 
 def create(path: str, slot_bytes: int) -> mmap.mmap | None:
@@ -134,4 +209,5 @@ def unlink(path: str) -> None:
         os.unlink(path)
 
 
-__all__ = ["SHM_DIR", "Arena", "arena_path", "attach", "create", "slot_bytes_for", "unlink"]
+__all__ = ["SHM_DIR", "Arena", "PeerLeft", "arena_path", "attach", "create", "open_reader", "open_sender",
+           "pipe_path", "slot_bytes_for", "unlink"]

@@ -321,40 +321,71 @@ class ShardGather:
         """Map an arena for each shard group of this rank whose ranks can all map it (see arena.py).
 
         Collectives (two ``all_gather_object`` on the hook's group, every rank, in setup): the leader of
-        each group (its lowest rank) makes the file; then every member tries to map it; then each
-        leader unlinks it, and a group shares memory only if every one of its ranks mapped it."""
+        each group (its lowest rank) makes the file, and each writer of the group a named pipe from each
+        other member; then every member maps the file and opens its pipes; then the files are unlinked,
+        and a group shares memory only if every one of its ranks has everything."""
         import torch.distributed as dist
 
         assert self._config is not None
         me = self.rank
         slots = {group: self._slot_bytes(group) for group in groups if me in group}
         paths = {group: shm.arena_path(token, group[0]) for group in slots}
+        writers = {group: self._writers(group) for group in slots}
         mapped: dict[tuple[int, ...], Any] = {}
+        readers: dict[tuple[int, ...], dict[int, int]] = {}
+        senders: dict[tuple[int, ...], dict[int, int]] = {}
+        made: list[str] = []
         for group, size in slots.items():
-            if group[0] == me and os.path.isdir(shm.SHM_DIR):
-                made = shm.create(paths[group], size)
-                if made is not None:
-                    mapped[group] = made
+            if not os.path.isdir(shm.SHM_DIR):
+                continue
+            if group[0] == me and (region := shm.create(paths[group], size)) is not None:
+                mapped[group] = region
+                made.append(paths[group])
+            if me in writers[group]:
+                readers[group] = {}
+                for member in group:
+                    path = shm.pipe_path(token, group[0], member, me)
+                    if member != me and (fd := shm.open_reader(path)) is not None:
+                        readers[group][member] = fd
+                        made.append(path)
         made_by: list[Any] = [None] * self.world_size
         dist.all_gather_object(made_by, sorted(mapped), group=self._group)
         made_groups = {tuple(g) for leader in made_by for g in leader}
         for group, size in slots.items():
-            if group[0] != me and group in made_groups:
-                attached = shm.attach(paths[group], size)
-                if attached is not None:
-                    mapped[group] = attached
+            if group not in made_groups:
+                continue
+            if group[0] != me and (attached := shm.attach(paths[group], size)) is not None:
+                mapped[group] = attached
+            senders[group] = {}
+            for writer in writers[group]:
+                if writer != me and (fd := shm.open_sender(shm.pipe_path(token, group[0], me, writer))) is not None:
+                    senders[group][writer] = fd
+        ready = sorted(g for g in mapped
+                       if len(senders.get(g, {})) == len([w for w in writers[g] if w != me])
+                       and len(readers.get(g, {})) == (len(g) - 1 if me in writers[g] else 0))
         have: list[Any] = [None] * self.world_size
-        dist.all_gather_object(have, sorted(mapped), group=self._group)
+        dist.all_gather_object(have, ready, group=self._group)
+        for path in made:
+            shm.unlink(path)
         for group in slots:
-            if group[0] == me and group in made_groups:
-                shm.unlink(paths[group])
-        for group, region in mapped.items():
-            if all(group in {tuple(g) for g in have[r]} for r in group):
-                self._arenas[group] = Arena(region, slots[group], group)
-            else:
+            pipes = (*senders.get(group, {}).values(), *readers.get(group, {}).values())
+            region = mapped.get(group)
+            if region is not None and all(group in {tuple(g) for g in have[r]} for r in group):
+                arena = self._arenas[group] = Arena(region, slots[group], group)
+                arena.own_pipes(senders.get(group, {}), readers.get(group, {}))
+                continue
+            if region is not None:
                 region.close()
+            for fd in pipes:
+                os.close(fd)
         if self._arenas:
             logger.debug("sharded tensors: ranks of one host share memory for groups %s", sorted(self._arenas))
+
+    def _writers(self, group: tuple[int, ...]) -> tuple[int, ...]:
+        """The ranks that write the tensors of ``group`` (see the module doc: who writes what)."""
+        if self.include_all:
+            return group
+        return (0,) if group[0] == 0 else ()
 
     def _slot_bytes(self, group: tuple[int, ...]) -> int:
         """The size of one slot of ``group``'s arena (from the shapes every rank of it knows)."""
@@ -568,10 +599,8 @@ class ShardGather:
 
     def _start_shared(self, tasks: Sequence[_Task], write: Writer, arena: Arena, plan: _SharedPlan) -> _Round:
         """Post one round through shared memory (see arena.py): this rank puts each of its pieces (or
-        its partial statistics) in its place in the round's slot, then sends each writer a header of
-        one presence byte per tensor; a writer posts the receipt of each member's header."""
-        import torch.distributed as dist
-
+        its partial statistics) in its place in the round's slot, then sends each writer, through the
+        group's named pipe to it, one presence byte per tensor (read in :meth:`_complete_shared`)."""
         assert self._config is not None
         me = self.rank
         seq = arena.next_seq()
@@ -609,27 +638,28 @@ class ShardGather:
         for target, piece in zip(targets, pieces):  # any dtype; a GPU piece straight from the device
             target.copy_(piece)
         for peer, indices in plan.outgoing:
-            header = torch.tensor([present[i] for i in indices], dtype=torch.uint8)
-            current.post(dist.isend(header, dst=peer, group=self._group), header, f"sending to rank {peer}")
-        for peer, indices in plan.incoming:
-            header = torch.empty(len(indices), dtype=torch.uint8)
-            current.post(dist.irecv(header, src=peer, group=self._group), header, f"receiving from rank {peer}")
-            current.inbox[peer] = (header, [(i, tasks[i], header, False) for i in indices])
+            try:
+                arena.tell(peer, bytes(present[i] for i in indices))
+            except shm.PeerLeft as err:
+                raise GatherError(f"collecting sharded tensors: {err}") from err
         return current
 
     def _complete_shared(self, current: _Round) -> None:
-        """Finish a round through shared memory: every member's header is in, so its pieces are in the
-        slot; write each whole tensor from there, then release the slot."""
+        """Finish a round through shared memory: read every member's presence bytes from its pipe (then
+        its pieces are in the slot), write each whole tensor from there, then release the slot."""
         arena, plan = current.arena, current.plan
         assert arena is not None and plan is not None
         me, tasks = self.rank, current.tasks
         if me not in tasks[0].receivers:
             return
         missing: set[int] = set(current.absent)
-        for header, slots in current.inbox.values():
-            for (i, _, _, _), present in zip(slots, header.tolist()):
-                if not present:
-                    missing.add(i)
+        assert self._config is not None
+        for peer, indices in plan.incoming:
+            try:
+                header = arena.hear(peer, len(indices), self._config.timeout)
+            except shm.PeerLeft as err:
+                raise GatherError(f"collecting sharded tensors: {err}") from err
+            missing.update(i for i, present in zip(indices, header) if not present)
         slot, parity = arena.slot(current.seq), current.seq % 2
         try:
             for i, task in enumerate(tasks):

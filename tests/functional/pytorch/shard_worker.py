@@ -10,7 +10,8 @@ SPEC: {"out": ROOT, "variants": [VARIANT, ...]}, VARIANT:
               keywords); absent: no hook
     env       environment variables set for this variant (SDK_EXT_GATHER_TIMEOUT, ...)
     cannot_attach  this rank cannot map the shared memory its group's leader made (as on another host)
-    trace     record each point-to-point send of the hook (step, peer, bytes) in ROOT/<name>.trace.<rank>.json
+    trace     record each point-to-point send of the hook (step, peer, bytes) in ROOT/<name>.trace.<rank>.json,
+              and each header sent through shared memory's pipes in ROOT/<name>.told.<rank>.json
     fail      {"rank": R, "step": S}: rank R's writes fail from step S on (a full disk), which disables its hook
     dtensor   instead of training: one step of a module whose parameters are DTensors built from known
               values with these placements on a 1-D mesh of every rank ("Shard(1)", "Replicate()", ...)
@@ -95,6 +96,18 @@ def traced(hook: Hook, log: list[list[int]]) -> Any:
     return isend_traced
 
 
+def told_traced(hook: Hook, log: list[list[int]]) -> Any:
+    """Wrap Arena.tell (a member's presence bytes to a writer, through shared memory's pipe) to record
+    (hook step, writer, bytes)."""
+    tell = arena.Arena.tell
+
+    def tell_traced(self: arena.Arena, writer: int, header: bytes) -> None:
+        log.append([hook.global_step, writer, len(header)])
+        tell(self, writer, header)
+
+    return tell_traced
+
+
 def main() -> None:
     spec = json.loads(Path(sys.argv[1]).read_text())
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
@@ -109,9 +122,11 @@ def main() -> None:
             arena.attach = lambda path, slot_bytes: None
         hook = make_hook(root, variant, rank)
         log: list[list[int]] = []
-        original_isend = dist.isend
+        original_isend, original_tell = dist.isend, arena.Arena.tell
+        told: list[list[int]] = []
         if variant.get("trace") and hook is not None:
             dist.isend = traced(hook, log)
+            arena.Arena.tell = told_traced(hook, told)  # type: ignore[method-assign]
         try:
             if "dtensor" in variant and hook is not None:
                 losses = dtensor_step(hook, variant["dtensor"])
@@ -119,6 +134,7 @@ def main() -> None:
                 losses = example.train(example.Options(**variant.get("options", {})), hook)
         finally:
             dist.isend = original_isend
+            arena.Arena.tell = original_tell  # type: ignore[method-assign]
             arena.attach = attach
             for key, value in saved_env.items():
                 if value is None:
@@ -135,6 +151,7 @@ def main() -> None:
                 raise SystemExit(f"rank {rank}, variant {name}: the hook failed: {hook.failure!r}")
         if variant.get("trace"):
             (root / f"{name}.trace.{rank}.json").write_text(json.dumps(log))
+            (root / f"{name}.told.{rank}.json").write_text(json.dumps(told))
         if hook is not None and hook._gather is not None:  # which groups shared memory (the rest: gloo)
             (root / f"{name}.shared.{rank}.json").write_text(json.dumps(hook._gather.shared_groups))
         (root / f"{name}.losses.{rank}.json").write_text(json.dumps(losses))

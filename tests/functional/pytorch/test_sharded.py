@@ -207,15 +207,17 @@ def test_no_communication_on_a_step_that_saves_nothing(jobs: Path) -> None:
 
 
 @pytest.mark.slow
-def test_ranks_of_one_host_share_memory_and_send_only_headers(jobs: Path) -> None:
-    # the default transport: the two ranks (one host) put each tensor together in shared memory; the
-    # gloo group carries one presence byte per tensor and round; the values are the gloo run's
+def test_ranks_of_one_host_share_memory_and_nothing_crosses_gloo(jobs: Path) -> None:
+    # the default transport: the two ranks (one host) put each tensor together in shared memory; a
+    # named pipe carries one presence byte per tensor and round; the values are the gloo run's
     assert shared(jobs, "interval-shared", 2) == [[[0, 1]], [[0, 1]]]
     assert shared(jobs, "interval", 2) == [[], []]  # SDK_EXT_GATHER_TRANSPORT=gloo
-    over_gloo = json.loads((jobs / "interval-shared.trace.1.json").read_text())
-    assert sorted({s for s, _, _ in over_gloo}) == [0, 2, 4]  # still nothing on a step that saves nothing
+    assert json.loads((jobs / "interval-shared.trace.1.json").read_text()) == []  # no gloo send at all
+    told = json.loads((jobs / "interval-shared.told.1.json").read_text())
+    assert sorted({s for s, _, _ in told}) == [0, 2, 4]  # still nothing on a step that saves nothing
+    assert {writer for _, writer, _ in told} == {0}
     for step in (0, 2, 4):
-        assert sum(b for s, _, b in over_gloo if s == step) <= 61 * 2, step
+        assert sum(b for s, _, b in told if s == step) <= 61 * 2, step
     through_shm, through_gloo = dump_with_format(jobs / "interval-shared"), dump_with_format(jobs / "interval")
     assert through_shm["tensors"].keys() == through_gloo["tensors"].keys()
     for name, steps in through_gloo["tensors"].items():

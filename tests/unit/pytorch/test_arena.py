@@ -4,6 +4,7 @@ and the transport setting (sdk_ext.pytorch.gather.GatherConfig)."""
 from __future__ import annotations
 
 import errno
+import gc
 import os
 import threading
 import time
@@ -79,3 +80,31 @@ def test_transport_setting() -> None:
     assert GatherConfig.from_env({"SDK_EXT_GATHER_TRANSPORT": "GLOO"}).transport == "gloo"
     with pytest.raises(GatherError, match=r"SDK_EXT_GATHER_TRANSPORT='nccl': use one of auto, gloo"):
         GatherConfig.from_env({"SDK_EXT_GATHER_TRANSPORT": "nccl"})
+
+
+def test_presence_bytes_go_through_a_named_pipe_and_a_gone_sender_is_told(tmp_path: Path) -> None:
+    path = str(tmp_path / "arena")
+    mapped = arena.create(path, 4096)
+    assert mapped is not None
+    writer_side, member_side = arena.Arena(mapped, 4096, (0, 1)), arena.Arena(mapped, 4096, (0, 1))
+    pipe = str(tmp_path / "pipe-1-0")
+    reader = arena.open_reader(pipe)
+    sender = arena.open_sender(pipe)
+    assert reader is not None and sender is not None
+    arena.unlink(pipe)  # both ends stay open
+    writer_side.own_pipes({}, {1: reader})
+    member_side.own_pipes({0: sender}, {})
+    member_side.tell(0, bytes([1, 0, 1]))
+    member_side.tell(0, bytes([1]))
+    assert writer_side.hear(1, 3, timeout=1) == bytes([1, 0, 1])  # rounds stay apart, in order
+    assert writer_side.hear(1, 1, timeout=1) == bytes([1])
+    with pytest.raises(arena.PeerLeft, match=r"rank 1 sent nothing in 0.05 s"):
+        writer_side.hear(1, 1, timeout=0.05)
+    del member_side  # the member's hook, and with it its end of the pipe, is gone (as when its process ends)
+    gc.collect()
+    with pytest.raises(arena.PeerLeft, match=r"rank 1 left"):
+        writer_side.hear(1, 1, timeout=5)
+
+
+def test_a_sender_finds_no_pipe_on_another_host(tmp_path: Path) -> None:
+    assert arena.open_sender(str(tmp_path / "nobody-made-it")) is None

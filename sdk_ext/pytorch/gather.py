@@ -23,8 +23,9 @@ moves nothing. A step that saves no sharded tensor moves nothing. Two transports
 - *Shared memory* (``transport="auto"``, the default), for a group whose ranks all run on one host
   (checked at setup by mapping one file, :mod:`sdk_ext.pytorch.arena`): each member copies its pieces
   straight into their places in the whole tensors, in a slot of shared memory, and sends each writer
-  one presence byte per tensor over the hook's gloo group; the writers write the whole tensors from
-  the slot. One copy per piece, none on the writer's side, no bytes of the tensors through a socket.
+  one presence byte per tensor through a named pipe; the writers write the whole tensors from the
+  slot. One copy per piece, none on the writer's side (a writer that alone writes a tensor writes its
+  own contiguous piece from where it lies, without copying it), nothing through gloo.
 - *gloo* (between hosts, or ``SDK_EXT_GATHER_TRANSPORT=gloo``): point-to-point sends on a gloo group of
   the hook's own, never through the job's NCCL communicator. Pieces over 64 KiB are sent as they are
   and land in place: a piece that is one contiguous range of the whole tensor (FSDP1's flat ranges,

@@ -329,7 +329,8 @@ class ShardGather:
 
         assert self._config is not None
         me = self.rank
-        slots = {group: self._slot_bytes(group) for group in groups if me in group}
+        # a group nobody writes (another replica's, with include_workers="one") collects nothing
+        slots = {group: self._slot_bytes(group) for group in groups if me in group and self._writers(group)}
         paths = {group: shm.arena_path(token, group[0]) for group in slots}
         writers = {group: self._writers(group) for group in slots}
         mapped: dict[tuple[int, ...], Any] = {}

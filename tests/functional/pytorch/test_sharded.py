@@ -90,6 +90,7 @@ def hsdp(tmp_path_factory: pytest.TempPathFactory) -> Path:
         variant("healthy", "hsdp", {"include_workers": "all", "include_collections": ["weights", "biases"]}),
         variant("perturbed", "hsdp", {"include_workers": "all", "include_collections": ["weights", "biases"]},
                 perturb_rank=2, perturb_step=1),
+        variant("one", "hsdp", {"include_collections": ["weights"]}, steps=1),
     ], world=4)
 
 
@@ -302,6 +303,9 @@ def test_replica_divergence_on_hsdp(hsdp: Path) -> None:
     healthy = dump_with_format(hsdp / "healthy")
     assert healthy["workers"] == ["worker_0", "worker_1", "worker_2", "worker_3"]
     assert shared(hsdp, "healthy", 4) == [[[0, 1]], [[0, 1]], [[2, 3]], [[2, 3]]]  # an arena per replica
+    # include_workers="one": rank 0 writes its replica's tensors; the other replica needs no arena
+    assert shared(hsdp, "one", 4) == [[[0, 1]], [[0, 1]], [], []]
+    assert dump_with_format(hsdp / "one")["workers"] == ["worker_0"]
     step, rule = replica_rule(hsdp / "healthy")
     assert step is None and rule.compared > 0
     step, rule = replica_rule(hsdp / "perturbed")

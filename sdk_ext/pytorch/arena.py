@@ -11,13 +11,13 @@ Reuse of a slot is ordered through the control block: after writing round ``seq`
 stores ``seq`` in its word (``consumed[position in the group]``); a member waits until every writer
 of a round has consumed round ``seq - 2`` before it copies into that slot. That a member's pieces
 of a round are in place is told by the presence bytes (one per tensor) it then writes into a named
-pipe to each writer, made by the writer at setup and unlinked with the arena: the pipe's locks order
+pipe to each writer, made by the writer with the arena and unlinked with it: the pipe's locks order
 the copy before the writer's read on any CPU, a closed end says the other process ended, and no
 thread is woken but the writer's. (The hook's gloo group took several thread hops per message: about
 1 ms of CPU per step at 2 ranks, for these few bytes.)
 
 The space is reserved when the file is made (``posix_fallocate``), so a ``/dev/shm`` too small for
-it (Docker's default is 64 MiB) is found at setup, and the group uses gloo for everything instead;
+it (Docker's default is 64 MiB) is found when the arena is made, and the group uses gloo for everything instead;
 touching a page of it can never fault later.
 """
 

@@ -21,7 +21,7 @@ instead, and the writer merges them (Chan's pairwise update for the variance); a
 moves nothing. A step that saves no sharded tensor moves nothing. Two transports:
 
 - *Shared memory* (``transport="auto"``, the default), for a group whose ranks all run on one host
-  (checked at setup by mapping one file, :mod:`sdk_ext.pytorch.arena`): each member copies its pieces
+  (checked at its first collection by mapping one file, :mod:`sdk_ext.pytorch.arena`): each member copies its pieces
   straight into their places in the whole tensors, in a slot of shared memory, and sends each writer
   one presence byte per tensor through a named pipe; the writers write the whole tensors from the
   slot. One copy per piece, none on the writer's side (a writer that alone writes a tensor writes its
@@ -39,16 +39,18 @@ Memory. Tensors go in rounds of at most ``GatherConfig.buffer_bytes`` (256 MiB,
 writer holds the round's whole tensors (plus buffers for pieces that are not contiguous, at most as
 much again); a member holds nothing more (host copies of GPU pieces). With shared memory, each group
 on a host has one arena of two slots, each the size of the largest round the group's tensors can make
-(``min(buffer_bytes, all of them)``, or the largest tensor), reserved in ``/dev/shm`` at setup; no rank
-allocates anything per step. Where ``/dev/shm`` cannot hold it, the group uses gloo.
+(``min(buffer_bytes, all of them)``, or the largest tensor), reserved in ``/dev/shm`` at the first
+collection; no rank allocates anything per step. Where ``/dev/shm`` cannot hold it, the group uses gloo.
 The weights collected at the start of a step complete when its backward ends (with gloo their
 transfers overlap with forward and backward, which leave the shards unchanged); gradients complete at once.
 
 Agreement. Which tensors are collected, in which order and rounds, follows from the save policy
 (the same on every rank: same configuration, same step) and from the layouts the ranks exchange
 once, when the model is registered (:meth:`ShardGather.setup`: the group is created and one
-``all_gather_object`` runs on it, two more where groups may share memory, on every rank, at the
-point of the script where every rank registers its model; no step has started). Every receive and
+``all_gather_object`` runs on it, on every rank, at the point of the script where every rank
+registers its model; no step has started). Where groups may share memory, two more run at the first
+collection of sharded tensors (every rank reaches it with the same items), so a configuration that
+saves none reserves no shared memory. Every receive and
 send, and every wait for a slot, waits at most ``GatherConfig.timeout`` seconds
 (``SDK_EXT_GATHER_TIMEOUT``, default 120): if a rank stops taking part (its hook failed), the
 others' wait ends with :class:`GatherError`, which disables their hooks; training goes on.
@@ -279,6 +281,7 @@ class ShardGather:
         self._skipped: set[str] = set()  # keys whose layout cannot be collected (warned once)
         self._pending: _Round | None = None  # the last round of the last collection, in flight
         self._arenas: dict[tuple[int, ...], Arena] = {}  # shard group -> its shared memory (same host)
+        self._shm_pending: tuple[list[tuple[int, ...]], str] | None = None  # (groups, token) until then
         # (name, key, id(plan)) of a collection's items -> its rounds (the tasks keep the plans alive)
         self._compiled: dict[tuple[tuple[str, str, int], ...], list[tuple[list[_Task], _SharedPlan | None]]] = {}
 
@@ -314,14 +317,15 @@ class ShardGather:
         self._layouts = layouts
         if self.world_size > 1 and all(transport == "auto" for _, _, transport in everyone):
             groups = {group for ranks in everyone for _, group in ranks[0].values() if len(group) > 1}
-            if groups:
-                self._share_memory(sorted(groups), everyone[0][1])
+            if groups:  # set up at the first collection: a configuration that saves none reserves nothing
+                self._shm_pending = (sorted(groups), everyone[0][1])
         return layouts
 
     def _share_memory(self, groups: list[tuple[int, ...]], token: str) -> None:
         """Map an arena for each shard group of this rank whose ranks can all map it (see arena.py).
 
-        Collectives (two ``all_gather_object`` on the hook's group, every rank, in setup): the leader of
+        Collectives (two ``all_gather_object`` on the hook's group, every rank, at the first collection,
+        which every rank reaches with the same items: the save policy is the same everywhere): the leader of
         each group (its lowest rank) makes the file, and each writer of the group a named pipe from each
         other member; then every member maps the file and opens its pipes; then the files are unlinked,
         and a group shares memory only if every one of its ranks has everything."""
@@ -413,6 +417,10 @@ class ShardGather:
         self.finish()
         if not items:
             return
+        if self._shm_pending is not None:  # the first collection: every rank is here, with these items
+            groups, token = self._shm_pending
+            self._shm_pending = None
+            self._share_memory(groups, token)
         signature = tuple((item.name, item.key, id(item.plan)) for item in items)
         rounds = self._compiled.get(signature)
         if rounds is None:

@@ -43,6 +43,7 @@ TWO_RANKS = [
     variant("fsdp2", "fsdp2", {"save_all": True}),
     {**variant("fsdp2-gloo", "fsdp2", {"save_all": True}), "env": GLOO},
     {**variant("fsdp2-no-shm", "fsdp2", {"save_all": True}), "cannot_attach": 1},
+    variant("losses-only", "fsdp2", {"include_collections": ["losses"]}),
     variant("fsdp1", "fsdp1"),
     variant("fsdp1-orig", "fsdp1-orig"),
     variant("fsdp2-all", "fsdp2", {"include_workers": "all"}),
@@ -225,6 +226,12 @@ def test_ranks_of_one_host_share_memory_and_nothing_crosses_gloo(jobs: Path) -> 
         for step in steps:
             np.testing.assert_array_equal(value(through_shm, name, step), value(through_gloo, name, step), name)
     assert json.loads((jobs / "shm-left.json").read_text()) == []  # every arena was unlinked at setup
+
+
+@pytest.mark.slow
+def test_a_configuration_that_saves_no_sharded_tensor_reserves_no_shared_memory(jobs: Path) -> None:
+    assert shared(jobs, "losses-only", 2) == [[], []]
+    assert set(dump_with_format(jobs / "losses-only")["tensors"]) == {"CrossEntropyLoss_output_0"}
 
 
 @pytest.mark.slow

@@ -364,8 +364,9 @@ class Hook(ExtensionPoints, BaseHook):
             self._write(item.name, item.plan, None, reductions, shape=shape)
 
     def _bytes_only(self, plan: TensorPlan) -> bool:
-        """Whether writing ``plan`` needs only the raw tensor's bytes (no reduction, no TensorBoard value)."""
-        return plan.raw and not plan.ops and not (self.export_tensorboard and (plan.histogram or plan.scalar))
+        """Whether writing ``plan`` needs only the raw tensor's bytes: no reduction, and no TensorBoard
+        export (the rule TrialOutput.write holds parts to)."""
+        return plan.raw and not plan.ops and not self.export_tensorboard
 
     def _needs_array(self, plan: TensorPlan) -> bool:
         return plan.raw or (self.export_tensorboard and (plan.histogram or plan.scalar))

@@ -147,6 +147,11 @@ class _Task:
     variants: tuple[bool, ...] = ()  # abs flags needing statistics (mode "stats")
     regions: dict[int, Region] = field(default_factory=dict)
 
+    @property
+    def whole_bytes(self) -> int:
+        """The bytes of the whole (logical) tensor."""
+        return math.prod(self.source.shape) * self.source.dtype.itemsize
+
     def payload_bytes(self, rank: int) -> int:
         if self.mode == "raw":
             return self.regions[rank].numel * self.source.dtype.itemsize
@@ -490,11 +495,8 @@ class ShardGather:
         group = source.group
         if not group or self.rank not in group:
             return None
-        if self.include_all:
-            receivers = group
-        elif group[0] == 0:
-            receivers = (0,)
-        else:
+        receivers = self._writers(group)
+        if not receivers:
             return None  # include_workers="one": only rank 0 writes, and it is not in this copy's group
         regions = {r: region for r in group if (region := layouts[item.key][r][0]) is not None}
         numel = math.prod(source.shape)
@@ -523,7 +525,7 @@ class ShardGather:
         rounds: list[list[_Task]] = [[]]
         size = 0
         for task in tasks:
-            nbytes = math.prod(task.source.shape) * task.source.dtype.itemsize if task.mode == "raw" else 0
+            nbytes = task.whole_bytes if task.mode == "raw" else 0
             if rounds[-1] and size + nbytes > self._config.buffer_bytes:
                 rounds.append([])
                 size = 0
@@ -680,7 +682,7 @@ class ShardGather:
                 elif task.mode == "raw" and i in current.own:
                     start, length = plan.direct[i]
                     at = plan.offsets[i]
-                    end = at + math.prod(task.source.shape) * task.source.dtype.itemsize
+                    end = at + task.whole_bytes
                     own: np.ndarray[Any, Any] = current.own[i].view(torch.uint8).numpy()
                     spans = [b.data for b in (slot[at : at + start].numpy(), own,
                                               slot[at + start + length : end].numpy()) if b.nbytes]
@@ -778,7 +780,7 @@ def _slot_offsets(tasks: Sequence[_Task]) -> list[int] | None:
     for task in tasks:
         offsets.append(at)
         if task.mode == "raw":
-            at += _aligned(math.prod(task.source.shape) * task.source.dtype.itemsize)
+            at += _aligned(task.whole_bytes)
         elif task.mode == "stats":
             at += _aligned(len(task.members) * NSTATS * 8 * len(task.variants))
     return offsets + [at] if at else None
@@ -786,8 +788,7 @@ def _slot_offsets(tasks: Sequence[_Task]) -> list[int] | None:
 
 def _slot_tensor(slot: torch.Tensor, offset: int, task: _Task) -> torch.Tensor:
     """The whole tensor of a raw task, as a view of its place in the slot."""
-    nbytes = math.prod(task.source.shape) * task.source.dtype.itemsize
-    return slot[offset : offset + nbytes].view(task.source.dtype).view(task.source.shape)
+    return slot[offset : offset + task.whole_bytes].view(task.source.dtype).view(task.source.shape)
 
 
 def _as_bytes(payload: torch.Tensor | np.ndarray[Any, Any]) -> torch.Tensor:

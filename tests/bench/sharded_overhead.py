@@ -41,6 +41,8 @@ WORKER = Path(__file__).with_name("_sharded_worker.py")
 
 
 def measure(ranks: int, args: argparse.Namespace) -> dict[str, dict[str, list[float]]]:
+    if args.dir:
+        os.makedirs(args.dir, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="sdk-ext-bench-sharded-", dir=args.dir) as out:
         outputs = run_ranks(WORKER, [out, str(args.layers), str(args.width), str(args.steps), str(args.blocks)],
                             world=ranks, timeout=3000)

@@ -8,8 +8,11 @@ the writers write the whole tensor from the slot, without another copy. Two slot
 start the next round while a writer still writes the previous one.
 
 Reuse of a slot is ordered through the control block: after writing round ``seq``, each writer
-stores ``seq`` in its word (``consumed[position in the group]``); a member waits until every writer
-of a round has consumed round ``seq - 2`` before it copies into that slot. That a member's pieces
+stores ``seq`` in its word (``consumed[position in the group]``), then writes a wake-up byte into a
+named pipe to each other rank of the group; a rank waits until every writer of a round has consumed
+round ``seq - 2`` before it copies into that slot, asleep in ``poll`` on those pipes while one has
+not (the word is the truth, a byte only says "look again": one syscall per writer and round, where
+polling the word with growing sleeps cost a member about 0.1 ms of CPU per round). That a member's pieces
 of a round are in place is told by the presence bytes (one per tensor) it then writes into a named
 pipe to each writer, made by the writer with the arena and unlinked with it: the pipe's locks order
 the copy before the writer's read on any CPU, a closed end says the other process ended, and no
@@ -53,8 +56,10 @@ def arena_path(token: str, leader: int) -> str:
     return os.path.join(SHM_DIR, f"sdk_ext-gather-{token}-{leader}")
 
 
-def pipe_path(token: str, leader: int, sender: int, receiver: int) -> str:
-    return os.path.join(SHM_DIR, f"sdk_ext-gather-{token}-{leader}-{sender}-{receiver}")
+def pipe_path(token: str, leader: int, sender: int, receiver: int, kind: str = "tell") -> str:
+    """A named pipe of the group led by ``leader``: "tell" carries presence bytes from a member to a
+    writer, "wake" wake-up bytes from a writer to another rank."""
+    return os.path.join(SHM_DIR, f"sdk_ext-gather-{token}-{leader}-{kind}-{sender}-{receiver}")
 
 
 def open_reader(path: str) -> int | None:
@@ -96,11 +101,15 @@ class Arena:
         self._seq = 0  # rounds this rank has started in this group
         self.senders: dict[int, int] = {}  # writer -> write end of the pipe to it
         self.readers: dict[int, int] = {}  # member -> read end of the pipe from it
+        self.wakers: dict[int, int] = {}  # rank -> write end of the wake-up pipe to it (a writer)
+        self.wakes: dict[int, int] = {}  # writer -> read end of its wake-up pipe to this rank
 
-    def own_pipes(self, senders: dict[int, int], readers: dict[int, int]) -> None:
+    def own_pipes(self, senders: dict[int, int], readers: dict[int, int], wakers: dict[int, int] | None = None,
+                  wakes: dict[int, int] | None = None) -> None:
         """Take the pipes of this group (closed with the arena)."""
         self.senders, self.readers = dict(senders), dict(readers)
-        for fd in (*senders.values(), *readers.values()):
+        self.wakers, self.wakes = dict(wakers or {}), dict(wakes or {})
+        for fd in (*self.senders.values(), *self.readers.values(), *self.wakers.values(), *self.wakes.values()):
             weakref.finalize(self, _close, fd)
 
     def tell(self, writer: int, header: bytes) -> None:
@@ -117,13 +126,14 @@ class Arena:
 
     def hear(self, member: int, count: int, timeout: float) -> bytes:
         """This round's ``count`` presence bytes from ``member``, waiting at most ``timeout`` seconds."""
-        fd, got, deadline = self.readers[member], b"", time.monotonic() + timeout
-        poller = select.poll()
-        poller.register(fd, select.POLLIN)
+        fd, got, deadline, poller = self.readers[member], b"", time.monotonic() + timeout, None
         while len(got) < count:
             try:
                 chunk = os.read(fd, count - len(got))
             except BlockingIOError:
+                if poller is None:  # not there yet (usually it is: the member copied while this rank ran)
+                    poller = select.poll()
+                    poller.register(fd, select.POLLIN)
                 left = deadline - time.monotonic()
                 if left <= 0 or not poller.poll(left * 1000):
                     raise PeerLeft(f"rank {member} sent nothing in {timeout} s (did its hook stop?)") from None
@@ -142,24 +152,42 @@ class Arena:
         return self._bytes[start : start + self.slot_bytes]
 
     def consumed(self, seq: int, rank: int) -> None:
-        """``rank`` has written everything of round ``seq``: its slot may be filled again."""
+        """``rank`` has written everything of round ``seq``: its slot may be filled again. The other
+        ranks are woken after the word is stored (a full pipe already holds a wake-up; a closed one
+        belongs to a rank that left, which its own writers find out)."""
         self._consumed[self.positions[rank]] = seq
+        for fd in self.wakers.values():
+            with contextlib.suppress(BlockingIOError, BrokenPipeError):
+                os.write(fd, b"\0")
 
     def wait_free(self, seq: int, writers: tuple[int, ...], timeout: float) -> bool:
         """Wait until every writer has consumed round ``seq - 2`` (the last user of ``seq``'s slot).
         False if one has not within ``timeout`` seconds."""
         need = seq - 2
-        words = [self.positions[r] for r in writers]
-        if all(int(self._consumed[w]) >= need for w in words):
+        late = [r for r in writers if int(self._consumed[self.positions[r]]) < need]
+        if not late:
             return True
-        deadline, pause = time.monotonic() + timeout, 50e-6
+        deadline = time.monotonic() + timeout
+        poller, ranks = select.poll(), {self.wakes[r]: r for r in late}
+        for fd in ranks:
+            poller.register(fd, select.POLLIN)
         while True:
-            time.sleep(pause)
-            if all(int(self._consumed[w]) >= need for w in words):
-                return True
-            if time.monotonic() > deadline:
+            left = deadline - time.monotonic()
+            if left <= 0:
                 return False
-            pause = min(pause * 2, 5e-3)
+            gone: set[int] = set()
+            for fd, _ in poller.poll(left * 1000):
+                try:
+                    if not os.read(fd, 4096):  # the wake-ups so far: the words say what happened
+                        gone.add(ranks[fd])  # its end is closed: that writer left
+                        poller.unregister(fd)
+                except BlockingIOError:
+                    pass
+            late = [r for r in late if int(self._consumed[self.positions[r]]) < need]
+            if not late:
+                return True
+            if gone.intersection(late):  # a writer left without consuming the round
+                return False
 
 
 def _close(fd: int) -> None:

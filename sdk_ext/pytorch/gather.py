@@ -195,12 +195,27 @@ class _SharedPlan:
     # (not copied into the slot first): task -> (first byte, bytes) of the piece in the whole tensor
     direct: dict[int, tuple[int, int]] = field(default_factory=dict)
     views: dict[tuple[int, int], torch.Tensor] = field(default_factory=dict)  # (slot, task) -> whole tensor
+    edges: dict[tuple[int, int], tuple[tuple[memoryview, ...], tuple[memoryview, ...]]] = field(
+        default_factory=dict)  # (slot, task) -> see around()
 
     def whole(self, slot: torch.Tensor, parity: int, i: int, task: _Task) -> torch.Tensor:
         view = self.views.get((parity, i))
         if view is None:
             view = self.views[(parity, i)] = _slot_tensor(slot, self.offsets[i], task)
         return view
+
+    def around(self, slot: torch.Tensor, parity: int, i: int,
+               task: _Task) -> tuple[tuple[memoryview, ...], tuple[memoryview, ...]]:
+        """The bytes of task ``i``'s whole tensor in the slot before and after this rank's own piece
+        (see ``direct``), each as zero or one buffer."""
+        spans = self.edges.get((parity, i))
+        if spans is None:
+            start, length = self.direct[i]
+            at, end = self.offsets[i], self.offsets[i] + task.whole_bytes
+            before, after = slot[at : at + start].numpy(), slot[at + start + length : end].numpy()
+            spans = self.edges[(parity, i)] = (tuple(b.data for b in (before,) if b.nbytes),
+                                              tuple(b.data for b in (after,) if b.nbytes))
+        return spans
 
     def place(self, slot: torch.Tensor, parity: int, i: int, task: _Task, region: Region) -> torch.Tensor:
         """Where this rank's piece of task ``i`` goes in the slot: a view shaped as the piece's region
@@ -289,6 +304,8 @@ class ShardGather:
         self._shm_pending: tuple[list[tuple[int, ...]], str] | None = None  # (groups, token) until then
         # (name, key, id(plan)) of a collection's items -> its rounds (the tasks keep the plans alive)
         self._compiled: dict[tuple[tuple[str, str, int], ...], list[tuple[list[_Task], _SharedPlan | None]]] = {}
+        # id of a list of items a caller passes again and again -> (that list, kept alive, and its rounds)
+        self._last_lists: dict[int, tuple[Sequence[Item], list[tuple[list[_Task], _SharedPlan | None]]]] = {}
 
     @property
     def shared_groups(self) -> list[tuple[int, ...]]:
@@ -331,8 +348,9 @@ class ShardGather:
 
         Collectives (two ``all_gather_object`` on the hook's group, every rank, at the first collection,
         which every rank reaches with the same items: the save policy is the same everywhere): the leader of
-        each group (its lowest rank) makes the file, and each writer of the group a named pipe from each
-        other member; then every member maps the file and opens its pipes; then the files are unlinked,
+        each group (its lowest rank) makes the file, each writer of the group a named pipe from each other
+        member (presence bytes), and each rank one from each other writer (wake-ups); then every member
+        maps the file and opens the other ends; then the files are unlinked,
         and a group shares memory only if every one of its ranks has everything."""
         import torch.distributed as dist
 
@@ -343,8 +361,10 @@ class ShardGather:
         paths = {group: shm.arena_path(token, group[0]) for group in slots}
         writers = {group: self._writers(group) for group in slots}
         mapped: dict[tuple[int, ...], Any] = {}
-        readers: dict[tuple[int, ...], dict[int, int]] = {}
+        readers: dict[tuple[int, ...], dict[int, int]] = {}  # presence bytes, member -> this writer
         senders: dict[tuple[int, ...], dict[int, int]] = {}
+        wakes: dict[tuple[int, ...], dict[int, int]] = {}  # wake-ups, writer -> this rank
+        wakers: dict[tuple[int, ...], dict[int, int]] = {}
         made: list[str] = []
         for group, size in slots.items():
             if not os.path.isdir(shm.SHM_DIR):
@@ -359,6 +379,12 @@ class ShardGather:
                     if member != me and (fd := shm.open_reader(path)) is not None:
                         readers[group][member] = fd
                         made.append(path)
+            wakes[group] = {}
+            for writer in writers[group]:
+                path = shm.pipe_path(token, group[0], writer, me, "wake")
+                if writer != me and (fd := shm.open_reader(path)) is not None:
+                    wakes[group][writer] = fd
+                    made.append(path)
         made_by: list[Any] = [None] * self.world_size
         dist.all_gather_object(made_by, sorted(mapped), group=self._group)
         made_groups = {tuple(g) for leader in made_by for g in leader}
@@ -371,19 +397,26 @@ class ShardGather:
             for writer in writers[group]:
                 if writer != me and (fd := shm.open_sender(shm.pipe_path(token, group[0], me, writer))) is not None:
                     senders[group][writer] = fd
+            wakers[group] = {}
+            for member in group if me in writers[group] else ():
+                path = shm.pipe_path(token, group[0], me, member, "wake")
+                if member != me and (fd := shm.open_sender(path)) is not None:
+                    wakers[group][member] = fd
+        others = {g: len([w for w in writers[g] if w != me]) for g in slots}
         ready = sorted(g for g in mapped
-                       if len(senders.get(g, {})) == len([w for w in writers[g] if w != me])
-                       and len(readers.get(g, {})) == (len(g) - 1 if me in writers[g] else 0))
+                       if len(senders.get(g, {})) == others[g] and len(wakes.get(g, {})) == others[g]
+                       and len(readers.get(g, {})) == len(wakers.get(g, {})) == (len(g) - 1 if me in writers[g] else 0))
         have: list[Any] = [None] * self.world_size
         dist.all_gather_object(have, ready, group=self._group)
         for path in made:
             shm.unlink(path)
         for group in slots:
-            pipes = (*senders.get(group, {}).values(), *readers.get(group, {}).values())
+            pipes = [fd for fds in (senders, readers, wakers, wakes) for fd in fds.get(group, {}).values()]
             region = mapped.get(group)
             if region is not None and all(group in {tuple(g) for g in have[r]} for r in group):
                 arena = self._arenas[group] = Arena(region, slots[group], group)
-                arena.own_pipes(senders.get(group, {}), readers.get(group, {}))
+                arena.own_pipes(senders.get(group, {}), readers.get(group, {}), wakers.get(group, {}),
+                                wakes.get(group, {}))
                 continue
             if region is not None:
                 region.close()
@@ -391,6 +424,16 @@ class ShardGather:
                 os.close(fd)
         if self._arenas:
             logger.debug("sharded tensors: ranks of one host share memory for groups %s", sorted(self._arenas))
+        shared = [{tuple(g) for g in ready_of} for ready_of in have]
+        if all(all(group in shared[r] for r in group) for group in groups if self._writers(group)):
+            # every piece of the job travels through shared memory from now on: the gloo group would
+            # only keep its threads and connections (its loop thread alone wakes for about 0.1 ms of
+            # CPU per step and rank). Every rank decides this from the same lists, at the same point.
+            group, self._group = self._group, None
+            try:
+                dist.destroy_process_group(group)
+            except Exception as err:  # noqa: BLE001 - the group is unused either way
+                logger.debug("sharded tensors: the hook's gloo group was not destroyed (%s)", err)
 
     def _writers(self, group: tuple[int, ...]) -> tuple[int, ...]:
         """The ranks that write the tensors of ``group`` (see the module doc: who writes what)."""
@@ -414,7 +457,9 @@ class ShardGather:
         Pieces are sent as they are, without a copy: they must not change until the collection
         completes. With ``defer`` (the caller knows they will not change before it calls
         :meth:`finish`), the last round is only started here and completes in :meth:`finish`, so that
-        its transfers overlap with training. A new collection finishes the previous one first.
+        its transfers overlap with training. A new collection finishes the previous one first. The
+        same list may be passed again (its plan is then reused without a look at the items): it must
+        not change in between; a different collection is a different list.
 
         Raises:
             GatherError: a transfer did not complete within the timeout.
@@ -426,13 +471,21 @@ class ShardGather:
             groups, token = self._shm_pending
             self._shm_pending = None
             self._share_memory(groups, token)
-        signature = tuple((item.name, item.key, id(item.plan)) for item in items)
-        rounds = self._compiled.get(signature)
-        if rounds is None:
-            rounds = self._compile(items)
-            if len(self._compiled) >= 64:  # kinds of collections seen: a handful in practice
-                self._compiled.clear()
-            self._compiled[signature] = rounds
+        last = self._last_lists.get(id(items))
+        if last is not None and last[0] is items:  # the caller's same list (it does not change them)
+            rounds = last[1]
+        else:
+            signature = tuple((item.name, item.key, id(item.plan)) for item in items)
+            compiled = self._compiled.get(signature)
+            if compiled is None:
+                compiled = self._compile(items)
+                if len(self._compiled) >= 64:  # kinds of collections seen: a handful in practice
+                    self._compiled.clear()
+                self._compiled[signature] = compiled
+            rounds = compiled
+            if len(self._last_lists) >= 8:
+                self._last_lists.clear()
+            self._last_lists[id(items)] = (items, rounds)
         for i, (chunk, shared) in enumerate(rounds):
             if shared is not None:
                 pending = self._start_shared(chunk, write, self._arenas[chunk[0].source.group], shared)
@@ -458,6 +511,11 @@ class ShardGather:
             arena = self._arenas.get(chunk[0].source.group)
             offsets = _slot_offsets(chunk) if arena is not None else None
             shared = None
+            if (arena is None or offsets is None or offsets[-1] > arena.slot_bytes) and self._group is None \
+                    and self.world_size > 1 and len(chunk[0].source.group) > 1:
+                raise GatherError(f"collecting sharded tensors of ranks {chunk[0].source.group}: a round of "
+                                  f"{offsets[-1] if offsets else '?'} bytes does not fit the shared slot and the "
+                                  "gloo group is closed (please report this)")
             if arena is not None and offsets is not None and offsets[-1] <= arena.slot_bytes:
                 me, index = self.rank, {id(t): i for i, t in enumerate(chunk)}
                 writers = chunk[0].receivers
@@ -622,33 +680,29 @@ class ShardGather:
             raise GatherError(f"collecting sharded tensors: a writer of ranks {writers} did not finish writing "
                               f"within {self._config.timeout} s (did its hook stop?)")
         slot, parity = arena.slot(seq), seq % 2
-        present: dict[int, bool] = {}
-        targets: list[torch.Tensor] = []  # where each raw piece goes in the slot, and the piece
-        pieces: list[torch.Tensor] = []
-        for i, task, region in plan.mine:
-            piece = task.item.piece()
-            if piece is None or piece.numel() != region.numel:
-                if piece is not None:
-                    logger.warning("sharded tensor %r: this rank's piece has %d elements, its layout says %d; not "
-                                   "saved", task.item.name, piece.numel(), region.numel)
-                present[i] = False
-                current.absent.add(i)
-                continue
-            present[i] = True
-            if (i in plan.direct and piece.dtype == task.source.dtype and piece.device.type == "cpu"
-                    and piece.is_contiguous()):
-                current.own[i] = piece.detach().reshape(-1)  # written from where it is (see _complete_shared)
-            elif task.mode == "raw":
-                target = plan.place(slot, parity, i, task, region)
-                targets.append(target)
-                pieces.append(piece.detach().reshape(target.shape))
-            else:
-                stats = np.concatenate([partial_stats(piece, abs_=a) for a in task.variants])
-                nbytes = task.payload_bytes(me)
-                at = plan.offsets[i] + task.members.index(me) * nbytes
-                slot[at : at + nbytes] = _as_bytes(stats)
-        for target, piece in zip(targets, pieces):  # any dtype; a GPU piece straight from the device
-            target.copy_(piece)
+        present = bytearray(len(tasks))  # task index -> 1 when this rank has its piece
+        own, direct = current.own, plan.direct
+        with torch.no_grad():  # one context for the round: the pieces are read, never differentiated
+            for i, task, region in plan.mine:
+                piece = task.item.piece()
+                if piece is None or piece.numel() != region.numel:
+                    if piece is not None:
+                        logger.warning("sharded tensor %r: this rank's piece has %d elements, its layout says %d; "
+                                       "not saved", task.item.name, piece.numel(), region.numel)
+                    current.absent.add(i)
+                    continue
+                present[i] = 1
+                if (i in direct and piece.dtype == task.source.dtype and piece.is_cpu
+                        and piece.is_contiguous()):
+                    own[i] = piece.detach().view(-1)  # written from where it is (see _complete_shared)
+                elif task.mode == "raw":  # any dtype; a GPU piece straight from the device
+                    target = plan.place(slot, parity, i, task, region)
+                    target.copy_(piece if piece.shape == target.shape else piece.reshape(target.shape))
+                else:
+                    stats = np.concatenate([partial_stats(piece, abs_=a) for a in task.variants])
+                    nbytes = task.payload_bytes(me)
+                    at = plan.offsets[i] + task.members.index(me) * nbytes
+                    slot[at : at + nbytes] = _as_bytes(stats)
         for peer, indices in plan.outgoing:
             try:
                 arena.tell(peer, bytes(present[i] for i in indices))
@@ -680,12 +734,9 @@ class ShardGather:
                 elif i in missing:
                     continue  # some rank has no value (no gradient): nothing to write
                 elif task.mode == "raw" and i in current.own:
-                    start, length = plan.direct[i]
-                    at = plan.offsets[i]
-                    end = at + task.whole_bytes
+                    before, after = plan.around(slot, parity, i, task)
                     own: np.ndarray[Any, Any] = current.own[i].view(torch.uint8).numpy()
-                    spans = [b.data for b in (slot[at : at + start].numpy(), own,
-                                              slot[at + start + length : end].numpy()) if b.nbytes]
+                    spans = [*before, own.data, *after]
                     current.write(task.item, plan.whole(slot, parity, i, task), {}, task.source.shape, parts=spans)
                 elif task.mode == "raw":
                     current.write(task.item, plan.whole(slot, parity, i, task), {}, task.source.shape)

@@ -108,6 +108,8 @@ class Hook(ExtensionPoints, BaseHook):
         self._sharded_candidates: list[str] = []
         self._sharded_grad_candidates: list[str] = []
         self._gather: ShardGather | None = None
+        # grads? -> (the names, their plans, the items made of them): the same list while nothing changes
+        self._sharded_items: dict[bool, tuple[list[str], list[TensorPlan | None], list[Item]]] = {}
         self._grads_armed = False  # this step's backward will collect sharded gradients at its end
 
     # --- registration ----------------------------------------------------------------------------
@@ -341,14 +343,19 @@ class Hook(ExtensionPoints, BaseHook):
     def _collect_sharded(self, names: list[str], *, grads: bool, defer: bool = False) -> None:
         """Collect the sharded weights (or gradients) of ``names`` that this step saves; every rank
         calls this at the same point with the same names (the policy is the same everywhere)."""
-        items = []
-        for name in names:
-            plan = self.policy.plan(name)
-            if plan is None:
-                continue
-            key = name[len(GRADIENT_PREFIX):] if grads else name
-            source = self._sharded[key]
-            items.append(Item(name, key, plan, source.grad if grads else source.weight))
+        plans = [self.policy.plan(name) for name in names]
+        made = self._sharded_items.get(grads)
+        if made is not None and made[0] is names and all(a is b for a, b in zip(made[1], plans)):
+            items = made[2]  # the same list as last time: the gather reuses its plan of it without a look
+        else:
+            items = []
+            for name, plan in zip(names, plans):
+                if plan is None:
+                    continue
+                key = name[len(GRADIENT_PREFIX):] if grads else name
+                source = self._sharded[key]
+                items.append(Item(name, key, plan, source.grad if grads else source.weight))
+            self._sharded_items[grads] = (names, plans, items)
         if not items:
             return
         if self._gather is not None:

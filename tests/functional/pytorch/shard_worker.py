@@ -154,6 +154,7 @@ def main() -> None:
             (root / f"{name}.told.{rank}.json").write_text(json.dumps(told))
         if hook is not None and hook._gather is not None:  # which groups shared memory (the rest: gloo)
             (root / f"{name}.shared.{rank}.json").write_text(json.dumps(hook._gather.shared_groups))
+            (root / f"{name}.gloo.{rank}.json").write_text(json.dumps(hook._gather._group is not None))
         (root / f"{name}.losses.{rank}.json").write_text(json.dumps(losses))
         dist.barrier()
     leave_past_last_barrier()

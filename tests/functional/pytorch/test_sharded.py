@@ -214,6 +214,11 @@ def test_ranks_of_one_host_share_memory_and_nothing_crosses_gloo(jobs: Path) -> 
     # named pipe carries one presence byte per tensor and round; the values are the gloo run's
     assert shared(jobs, "interval-shared", 2) == [[[0, 1]], [[0, 1]]]
     assert shared(jobs, "interval", 2) == [[], []]  # SDK_EXT_GATHER_TRANSPORT=gloo
+    # once every piece of the job goes through shared memory, the hook's gloo group (and its threads)
+    # is closed on every rank; with gloo it stays
+    gloo_open = {name: [json.loads((jobs / f"{name}.gloo.{rank}.json").read_text()) for rank in (0, 1)]
+                 for name in ("interval-shared", "fsdp2-all", "interval")}
+    assert gloo_open == {"interval-shared": [False, False], "fsdp2-all": [False, False], "interval": [True, True]}
     assert json.loads((jobs / "interval-shared.trace.1.json").read_text()) == []  # no gloo send at all
     told = json.loads((jobs / "interval-shared.told.1.json").read_text())
     assert sorted({s for s, _, _ in told}) == [0, 2, 4]  # still nothing on a step that saves nothing

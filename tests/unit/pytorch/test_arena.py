@@ -31,21 +31,58 @@ def test_two_mappings_of_one_arena_see_each_others_bytes_and_slots_alternate(tmp
     assert a.slot(3)[:4].tolist() == [1, 2, 3, 4]  # seq 3 reuses seq 1's slot
 
 
-def test_a_slot_is_reused_only_once_every_writer_consumed_its_last_round(tmp_path: Path) -> None:
+def _wake_pipe(tmp_path: Path, name: str) -> tuple[int, int]:
+    """A named pipe's (read end, write end), as the gather makes them (read end non-blocking)."""
+    path = str(tmp_path / name)
+    reader = arena.open_reader(path)
+    sender = arena.open_sender(path)
+    assert reader is not None and sender is not None
+    arena.unlink(path)
+    return reader, sender
+
+
+def _group_of_three(tmp_path: Path) -> tuple[arena.Arena, arena.Arena, arena.Arena]:
+    """Ranks 0 and 2 write, rank 1 is a member: each writer wakes the two others."""
     path = str(tmp_path / "arena")
     mapped = arena.create(path, 4096)
     assert mapped is not None
-    shared = arena.Arena(mapped, 4096, (0, 1, 2))
-    assert shared.wait_free(1, (0, 2), timeout=0) and shared.wait_free(2, (0, 2), timeout=0)  # slots start free
-    assert not shared.wait_free(3, (0, 2), timeout=0.01)  # round 1 not consumed yet
-    shared.consumed(1, 0)
-    assert not shared.wait_free(3, (0, 2), timeout=0.01)  # rank 2 still writes round 1
-    timer = threading.Timer(0.05, shared.consumed, (1, 2))
+    sides = [arena.Arena(mapped, 4096, (0, 1, 2)) for _ in range(3)]
+    pipes = {(w, r): _wake_pipe(tmp_path, f"wake-{w}-{r}") for w in (0, 2) for r in (0, 1, 2) if w != r}
+    for rank, side in enumerate(sides):
+        side.own_pipes({}, {}, {r: fds[1] for (w, r), fds in pipes.items() if w == rank},
+                       {w: fds[0] for (w, r), fds in pipes.items() if r == rank})
+    return sides[0], sides[1], sides[2]
+
+
+def test_a_slot_is_reused_only_once_every_writer_consumed_its_last_round(tmp_path: Path) -> None:
+    first, member, last = _group_of_three(tmp_path)
+    assert member.wait_free(1, (0, 2), timeout=0) and member.wait_free(2, (0, 2), timeout=0)  # slots start free
+    assert not member.wait_free(3, (0, 2), timeout=0.01)  # round 1 not consumed yet
+    first.consumed(1, 0)
+    assert not member.wait_free(3, (0, 2), timeout=0.01)  # rank 2 still writes round 1
+    timer = threading.Timer(0.05, last.consumed, (1, 2))
     timer.start()
     started = time.monotonic()
-    assert shared.wait_free(3, (0, 2), timeout=5)  # wakes when the last writer is done
+    assert member.wait_free(3, (0, 2), timeout=5)  # woken when the last writer is done
     assert time.monotonic() - started < 2
     timer.join()
+    assert first.wait_free(3, (0, 2), timeout=0)  # the other writer sees the same words
+
+
+def test_a_waiting_rank_sleeps_until_woken_and_a_writer_that_left_ends_the_wait(tmp_path: Path) -> None:
+    first, member, last = _group_of_three(tmp_path)
+    for seq in range(1, 40):  # wake-ups the member never waited for pile up harmlessly
+        first.consumed(seq, 0)
+    timer = threading.Timer(0.3, last.consumed, (1, 2))
+    timer.start()
+    assert member.wait_free(3, (0, 2), timeout=5)
+    timer.join()
+    del last, timer  # rank 2's hook, and its ends of the pipes, are gone (as when its process ends)
+    gc.collect()
+    started = time.monotonic()
+    assert not member.wait_free(5, (0, 2), timeout=30)  # rank 2 never consumed round 3
+    assert time.monotonic() - started < 5
+    assert member.wait_free(3, (0,), timeout=0)
 
 
 def test_a_shm_that_cannot_hold_the_arena_is_refused_at_setup_and_leaves_nothing(

@@ -25,7 +25,8 @@ moves nothing. A step that saves no sharded tensor moves nothing. Two transports
   straight into their places in the whole tensors, in a slot of shared memory, and sends each writer
   one presence byte per tensor through a named pipe; the writers write the whole tensors from the
   slot. One copy per piece, none on the writer's side (a writer that alone writes a tensor writes its
-  own contiguous piece from where it lies, without copying it), nothing through gloo.
+  own contiguous piece from where it lies, without copying it), nothing through gloo: when every shard
+  group of the job shares memory, the hook's gloo group is closed at the first collection.
 - *gloo* (between hosts, or ``SDK_EXT_GATHER_TRANSPORT=gloo``): point-to-point sends on a gloo group of
   the hook's own, never through the job's NCCL communicator. Pieces over 64 KiB are sent as they are
   and land in place: a piece that is one contiguous range of the whole tensor (FSDP1's flat ranges,

@@ -75,6 +75,10 @@ ALLOWED = {
         "torch.compile's OptimizedModule exposes the module it wraps only under this name",
     ('sdk_ext/pytorch/wrappers.py', "getattr(module, '_orig_mod')"):
         'as above (telling a compiled wrapper from other modules)',
+    ('sdk_ext/pytorch/wrappers.py', "getattr(dt, '_local_tensor')"):
+        "a DTensor's local tensor: to_local() returns this very object when autograd is off (torch documents the "
+        "identity), but for a Parameter it makes a fresh view per call in torch 2.13 (3-8 us per saved piece and "
+        "step, on every rank); read with a default, to_local() under no_grad when it is not there",
     ('sdk_ext/pytorch/wrappers.py', "getattr(unit, '_handle')"):
         "FSDP1 (FullyShardedDataParallel) exposes no public way to find which elements of which original parameter a rank holds; its FlatParameter's metadata is the only source (torch's own state-dict code reads the same fields); read only when a model wrapped in FSDP1 is registered",
     ('sdk_ext/pytorch/wrappers.py', "getattr(flat, '_local_shard')"):

@@ -436,6 +436,13 @@ class ShardGather:
             except Exception as err:  # noqa: BLE001 - the group is unused either way
                 logger.debug("sharded tensors: the hook's gloo group was not destroyed (%s)", err)
 
+    def _gloo(self) -> Any:
+        """The hook's gloo group, for a round that sends or receives through it."""
+        if self._group is None:  # closed when every shard group shared memory: no round should get here
+            raise GatherError("collecting sharded tensors: a round needs the hook's gloo group, which was closed "
+                              "because every shard group shares memory (please report this)")
+        return self._group
+
     def _writers(self, group: tuple[int, ...]) -> tuple[int, ...]:
         """The ranks that write the tensors of ``group`` (see the module doc: who writes what)."""
         if self.include_all:
@@ -512,11 +519,6 @@ class ShardGather:
             arena = self._arenas.get(chunk[0].source.group)
             offsets = _slot_offsets(chunk) if arena is not None else None
             shared = None
-            if (arena is None or offsets is None or offsets[-1] > arena.slot_bytes) and self._group is None \
-                    and self.world_size > 1 and len(chunk[0].source.group) > 1:
-                raise GatherError(f"collecting sharded tensors of ranks {chunk[0].source.group}: a round of "
-                                  f"{offsets[-1] if offsets else '?'} bytes does not fit the shared slot and the "
-                                  "gloo group is closed (please report this)")
             if arena is not None and offsets is not None and offsets[-1] <= arena.slot_bytes:
                 me, index = self.rank, {id(t): i for i, t in enumerate(chunk)}
                 writers = chunk[0].receivers
@@ -643,16 +645,16 @@ class ShardGather:
                         if payload is not None:
                             header[pos : pos + nbytes] = _as_bytes(payload)
                         pos += _aligned(nbytes)
-                current.post(dist.isend(header, dst=peer, group=self._group), header, f"sending to rank {peer}")
+                current.post(dist.isend(header, dst=peer, group=self._gloo()), header, f"sending to rank {peer}")
                 for task, payload in zip(outgoing, payloads):
                     if task.payload_bytes(me) > _INLINE:
                         data = _as_bytes(payload) if payload is not None else torch.zeros(task.payload_bytes(me),
                                                                                            dtype=torch.uint8)
-                        current.post(dist.isend(data, dst=peer, group=self._group), data, f"sending to rank {peer}")
+                        current.post(dist.isend(data, dst=peer, group=self._gloo()), data, f"sending to rank {peer}")
             incoming = self._carried(tasks, peer, me)
             if incoming:
                 header = torch.empty(_header_size(incoming, peer), dtype=torch.uint8)
-                current.post(dist.irecv(header, src=peer, group=self._group), header, f"receiving from rank {peer}")
+                current.post(dist.irecv(header, src=peer, group=self._gloo()), header, f"receiving from rank {peer}")
                 slots: list[tuple[int, _Task, torch.Tensor, bool]] = []
                 pos = _aligned(len(incoming))
                 for task in incoming:
@@ -663,7 +665,7 @@ class ShardGather:
                         continue
                     target = _in_place(task, peer, current.own.get(i))
                     slot = target if target is not None else torch.empty(nbytes, dtype=torch.uint8)
-                    current.post(dist.irecv(slot, src=peer, group=self._group), slot, f"receiving from rank {peer}")
+                    current.post(dist.irecv(slot, src=peer, group=self._gloo()), slot, f"receiving from rank {peer}")
                     slots.append((i, task, slot, target is not None))
                 current.inbox[peer] = (header, slots)
         return current

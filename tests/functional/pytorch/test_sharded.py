@@ -48,6 +48,8 @@ TWO_RANKS = [
     variant("fsdp1-orig", "fsdp1-orig"),
     variant("fsdp2-all", "fsdp2", {"include_workers": "all"}),
     variant("fsdp2-reductions", "fsdp2", {"include_collections": ["weights", "gradients"], "reduction_config": OPS}),
+    variant("fsdp2-shapes", "fsdp2", {"include_collections": ["weights", "gradients"],
+                                      "reduction_config": {"save_shape": True}}),
     variant("ckpt-wrapper", "fsdp2", {"save_all": True}, checkpoint="wrapper"),
     variant("ckpt-function", "fsdp1-orig", {"save_all": True}, checkpoint="function"),
     variant("compiled", "fsdp2", {"save_all": True}, compile=True, compile_backend="aot_eager"),
@@ -189,6 +191,20 @@ def test_reductions_are_over_the_whole_tensor(jobs: Path) -> None:
                                            err_msg=f"{tensor} {key} step {step}")
                 checked += 1
     assert checked == (15 + 30) * STEPS * 11  # the weights (not the biases) and every gradient
+
+
+@pytest.mark.slow
+def test_shapes_alone_are_the_whole_tensors_shapes(jobs: Path) -> None:
+    # save_shape without values: no piece moves, rank 0 writes each logical tensor's shape, also once the
+    # hook's gloo group is closed (every shard group shares memory here)
+    assert [json.loads((jobs / f"fsdp2-shapes.gloo.{rank}.json").read_text()) for rank in (0, 1)] == [False, False]
+    shapes, whole = create_trial(str(jobs / "fsdp2-shapes")), create_trial(str(jobs / "ddp"))
+    names = shapes.tensor_names()
+    assert any(n.startswith("gradient/") for n in names) and any(n.startswith("TinyTransformer_") for n in names)
+    assert shapes.steps() == list(range(STEPS))
+    for name in names:
+        for step in range(STEPS):
+            assert shapes.tensor(name).shape(step) == whole.tensor(ddp_name(name)).value(step).shape, (name, step)
 
 
 @pytest.mark.slow

@@ -214,8 +214,8 @@ class _SharedPlan:
             start, length = self.direct[i]
             at, end = self.offsets[i], self.offsets[i] + task.whole_bytes
             before, after = slot[at : at + start].numpy(), slot[at + start + length : end].numpy()
-            spans = self.edges[(parity, i)] = (tuple(b.data for b in (before,) if b.nbytes),
-                                              tuple(b.data for b in (after,) if b.nbytes))
+            spans = self.edges[(parity, i)] = ((before.data,) if before.nbytes else (),
+                                              (after.data,) if after.nbytes else ())
         return spans
 
     def place(self, slot: torch.Tensor, parity: int, i: int, task: _Task, region: Region) -> torch.Tensor:
